@@ -1,0 +1,63 @@
+"""The reference solution: the workshop's three passes, as the source notebook solves them.
+
+Pass 1 copies rows through both input strides; pass 2 adds the stable softmax; pass 3 is
+the wrapper. `copy_rows` and `launch_softmax` are the launchers the notebook provides.
+The zoo (`grader.zoo`) derives each buggy implementation from this file's text.
+"""
+
+import torch
+import triton
+import triton.language as tl
+
+from learning.workshops.contracts import device_context, matrix, select_mode, warps
+
+select_mode(verbose=False)
+
+
+@triton.jit
+def copy_rows_kernel(X, Y, SR, SC, N, BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < N
+    values = tl.load(X + row * SR + cols * SC, mask=mask)
+    tl.store(Y + row * N + cols, values, mask=mask)
+
+
+def copy_rows(x, num_warps=4):
+    M, N = x.shape
+    y = torch.empty((M, N), dtype=x.dtype, device=x.device)
+    block = triton.next_power_of_2(N)
+    copy_rows_kernel[(M,)](x, y, x.stride(0), x.stride(1), N, BLOCK=block, num_warps=num_warps)
+    return y
+
+
+@triton.jit
+def softmax_kernel(X, Y, SR, SC, N, BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < N
+    x = tl.load(X + row * SR + cols * SC, mask=mask, other=-float("inf")).to(tl.float32)
+    x = x - tl.max(x, axis=0)
+    numerator = tl.exp(x)
+    y = numerator / tl.sum(numerator, axis=0)
+    tl.store(Y + row * N + cols, y.to(Y.dtype.element_ty), mask=mask)
+
+
+def launch_softmax(x, num_warps=4):
+    M, N = x.shape
+    y = torch.empty((M, N), dtype=x.dtype, device=x.device)
+    block = triton.next_power_of_2(N)
+    softmax_kernel[(M,)](x, y, x.stride(0), x.stride(1), N, BLOCK=block, num_warps=num_warps)
+    return y
+
+
+def strided_softmax(x, num_warps=4):
+    M, N = matrix(x)
+    warps(num_warps)
+    y = torch.empty((M, N), dtype=x.dtype, device=x.device)
+    if M == 0:
+        return y
+    block = triton.next_power_of_2(N)
+    with device_context(x):
+        softmax_kernel[(M,)](x, y, x.stride(0), x.stride(1), N, BLOCK=block, num_warps=num_warps)
+    return y

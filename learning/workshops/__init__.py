@@ -1,0 +1,1 @@
+"""Workshop I1, softmax over real tensor views."""

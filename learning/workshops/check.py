@@ -1,0 +1,149 @@
+"""Check an implementation against the public cases, with hints that point at the bug.
+
+    python -m learning.workshops.check strided_softmax [--hint] [--impl FILE] [--json]
+
+The implementation runs in a child process, so a crash or a hang becomes a failed case.
+Exit status: 0 when every case passes, 1 when any fails, 2 for a usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import secrets
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from learning.workshops.cases import OPS, PUBLIC_CASES, Case, CaseResult, suite
+from learning.workshops.contracts import select_mode
+from learning.workshops.hints import Hint, diagnose
+from learning.workshops.isolation import run_isolated
+
+CASE_TIMEOUT_S = 120.0
+
+
+class UsageError(Exception):
+    """A problem with how the command was called; the message says what to do."""
+
+
+@dataclass
+class Report:
+    """The outcome of one check: every case, and the hints they point to."""
+
+    op: str
+    impl: str
+    mode: str
+    device: str
+    seed: int
+    results: list[CaseResult]
+    hints: list[Hint]
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.results) and all(r.passed for r in self.results)
+
+    def to_json(self) -> dict:
+        return {
+            "op": self.op,
+            "impl": self.impl,
+            "mode": self.mode,
+            "device": self.device,
+            "seed": self.seed,
+            "passed": self.passed,
+            "cases": [r.to_json() for r in self.results],
+            "hints": [h.to_json() for h in self.hints],
+        }
+
+
+def find_impl(op: str, impl: str | None) -> Path:
+    """The file to check: `--impl`, else `<function>.py`, else `<function>.ipynb` here."""
+    if impl is not None:
+        path = Path(impl)
+        if not path.is_file():
+            raise UsageError(f"--impl {impl}: no such file; give the path of your .py or notebook.")
+        if path.suffix not in (".py", ".ipynb"):
+            raise UsageError(f"--impl {impl}: expected a .py file or a notebook (.ipynb).")
+        return path
+    stem = OPS[op].function
+    for candidate in (Path(f"{stem}.py"), Path(f"{stem}.ipynb")):
+        if candidate.is_file():
+            return candidate
+    raise UsageError(
+        f"found neither {stem}.py nor {stem}.ipynb in {Path.cwd()}; run from the folder that "
+        "holds your work or pass --impl FILE."
+    )
+
+
+def run_check(
+    op: str,
+    impl: Path,
+    cases: tuple[Case, ...] = PUBLIC_CASES,
+    seed: int | None = None,
+    case_timeout_s: float = CASE_TIMEOUT_S,
+) -> Report:
+    """Run `op`'s cases against the implementation at `impl` in a child process."""
+    mode = select_mode(verbose=False)
+    device = "cpu" if mode == "interpreter" else "cuda"
+    seed = secrets.randbelow(2**31) if seed is None else seed
+    chosen = suite(op, cases, device)
+    run = run_isolated(impl.resolve(), op, OPS[op].function, chosen, seed, case_timeout_s)
+    if run.load_error:
+        raise UsageError(run.load_error)
+    return Report(op, str(impl), run.mode, run.device, seed, run.results, diagnose(run.results))
+
+
+def format_report(report: Report, show_hints: bool) -> str:
+    """The report as people read it: one line per case, then the hints."""
+    passed = sum(r.passed for r in report.results)
+    lines = [
+        f"{report.op} from {report.impl}: {passed} of {len(report.results)} cases pass "
+        f"({report.device}, seed {report.seed})"
+    ]
+    width = max((len(r.name) for r in report.results), default=0)
+    for r in report.results:
+        detail = r.detail.split(": ", 1)[-1]
+        lines.append(f"  {'PASS' if r.passed else 'FAIL'}  {r.name:<{width}}  {detail}")
+    if report.passed:
+        lines.append("All cases pass.")
+    elif not show_hints:
+        lines.append("Some cases fail. Run again with --hint for a clue.")
+    elif not report.hints:
+        lines.append("No hint matches this pattern of failures; compare the failing cases above.")
+    else:
+        for hint in report.hints:
+            lines.append(f"\nHint [{hint.id}]: {hint.message}")
+            lines.extend(f"    evidence: {e}" for e in hint.evidence)
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m learning.workshops.check", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument("op", help=f"what to check: {', '.join(OPS)}")
+    parser.add_argument("--hint", action="store_true", help="explain the failures")
+    parser.add_argument("--impl", help="a .py file or notebook that defines the function")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--seed", type=int, help="repeat a run's random inputs")
+    parser.add_argument(
+        "--case-timeout", type=float, default=CASE_TIMEOUT_S, help="seconds allowed per case"
+    )
+    args = parser.parse_args(argv)
+    try:
+        if args.op not in OPS:
+            raise UsageError(f"unknown op {args.op!r}; choose one of {', '.join(OPS)}.")
+        impl = find_impl(args.op, args.impl)
+        report = run_check(args.op, impl, seed=args.seed, case_timeout_s=args.case_timeout)
+    except UsageError as exc:
+        print(f"check: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(report.to_json(), indent=2))
+    else:
+        print(format_report(report, args.hint))
+    return 0 if report.passed else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,129 @@
+"""Views of the kinds the workshop is about, built inside a sentinel-filled storage.
+
+Each view lives in a flat storage much larger than its footprint. Every element the view
+does not cover holds NaN, so a kernel that reads outside the view sees NaN, and a kernel
+that writes into its input changes the storage, which the checks compare before and after.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import triton
+
+LAYOUTS = (
+    "contiguous",
+    "transpose",
+    "slice",
+    "transposed-slice",
+    "row-broadcast",
+    "col-broadcast",
+    "scalar-broadcast",
+)
+"""The view layouts, named by how a student would build them from a base tensor."""
+
+FILLS = ("normal", "large", "neg-inf")
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """Where a (rows x cols) view's elements live: `offset + row*strides[0] + col*strides[1]`."""
+
+    rows: int
+    cols: int
+    strides: tuple[int, int]
+    offset: int
+
+    @property
+    def footprint_end(self) -> int:
+        """One past the highest storage index the view covers."""
+        if self.rows == 0:
+            return self.offset
+        last = self.offset + (self.rows - 1) * self.strides[0] + (self.cols - 1) * self.strides[1]
+        return last + 1
+
+    def features(self) -> frozenset[str]:
+        """The properties hints reason about: unit column stride, shifted pointer, broadcast."""
+        sr, sc = self.strides
+        found = set()
+        if (sr, sc) == (self.cols, 1) and self.offset == 0:
+            found.add("contiguous")
+        if sc != 1:
+            found.add("col-strided")
+        if self.offset:
+            found.add("offset")
+        if 0 in (sr, sc) and self.rows > 1 and self.cols > 1:
+            found.add("broadcast")
+        if self.cols & (self.cols - 1):
+            found.add("non-pow2")
+        if self.cols > 256:
+            found.add("wide")
+        if self.rows == 0:
+            found.add("empty")
+        return frozenset(found)
+
+
+def geometry(layout: str, rows: int, cols: int) -> Geometry:
+    """The strides and offset of a `layout` view of shape (rows, cols), as PyTorch builds it."""
+    m, n = rows, cols
+    shapes = {
+        "contiguous": ((n, 1), 0),  # base.view(m, n)
+        "transpose": ((1, m), 0),  # base.view(n, m).t()
+        "slice": ((2 * n + 1, 2), 2 * n + 2),  # base.view(m + 1, 2n + 1)[1:, 1::2]
+        "transposed-slice": ((1, 2 * (m + 1)), 1),  # base.view(2n, m + 1).t()[1:, ::2]
+        "row-broadcast": ((0, 1), 0),  # base.view(1, n).expand(m, n)
+        "col-broadcast": ((1, 0), 0),  # base.view(m, 1).expand(m, n)
+        "scalar-broadcast": ((0, 0), 0),  # base.view(1, 1).expand(m, n)
+    }
+    if layout not in shapes:
+        raise ValueError(f"unknown layout {layout!r}; choose one of {', '.join(LAYOUTS)}.")
+    strides, offset = shapes[layout]
+    return Geometry(rows, cols, strides, offset)
+
+
+def storage_indices(g: Geometry) -> torch.Tensor:
+    """The (rows x cols) table of storage indices the view reads, as int64."""
+    r = torch.arange(g.rows, dtype=torch.int64).unsqueeze(1)
+    c = torch.arange(g.cols, dtype=torch.int64).unsqueeze(0)
+    return g.offset + r * g.strides[0] + c * g.strides[1]
+
+
+def sentinel_view(
+    g: Geometry,
+    dtype: torch.dtype,
+    device: torch.device | str,
+    generator: torch.Generator,
+    fill: str = "normal",
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Build `(storage, view)`: the view's footprint holds data, everything else NaN.
+
+    The storage extends past the footprint by the footprint again plus a full padded
+    row, so a kernel that adds the offset twice or loads without a mask still reads
+    NaN inside the allocation instead of stray memory.
+    """
+    if fill not in FILLS:
+        raise ValueError(f"unknown fill {fill!r}; choose one of {', '.join(FILLS)}.")
+    pad = g.footprint_end + g.offset + triton.next_power_of_2(g.cols) * max(g.strides[1], 1) + 64
+    storage = torch.full((g.footprint_end + pad,), float("nan"), dtype=torch.float64)
+    used = storage_indices(g).flatten().unique()
+    values = torch.randn(used.numel(), generator=generator, dtype=torch.float64)
+    if fill == "large":
+        values = values.sign() * (1e4 + 1e3 * values.abs())
+    storage[used] = values
+    if fill == "neg-inf" and g.rows and g.cols > 1:
+        first_col = storage_indices(g)[:, 0].unique()
+        candidates = used[~torch.isin(used, first_col)]
+        chosen = torch.rand(candidates.numel(), generator=generator) < 0.3
+        storage[candidates[chosen]] = float("-inf")
+    storage = storage.to(dtype=dtype, device=device)
+    view = torch.as_strided(storage, (g.rows, g.cols), g.strides, g.offset)
+    return storage, view
+
+
+def describe(x: torch.Tensor) -> str:
+    """A short description of a view: shape, strides, storage offset and dtype."""
+    return (
+        f"{tuple(x.shape)} view, strides {tuple(x.stride())}, "
+        f"storage offset {x.storage_offset()}, {str(x.dtype).removeprefix('torch.')}"
+    )
