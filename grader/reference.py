@@ -1,8 +1,10 @@
-"""The reference solution: the workshop's three passes, as the source notebook solves them.
+"""The reference solution: the workshop's exercises, as the source notebook solves them.
 
-Pass 1 copies rows through both input strides; pass 2 adds the stable softmax; pass 3 is
-the wrapper. `copy_rows` and `launch_softmax` are the launchers the notebook provides.
-The zoo (`grader.zoo`) derives each buggy implementation from this file's text.
+`address_table` answers the address exercise; pass 1 copies rows through both input
+strides; pass 2 adds the stable softmax; pass 3 is the wrapper. `copy_rows` and
+`launch_softmax` are the launchers the notebook provides. Each function here is the text
+of one solution cell (a test keeps them equal), and the zoo (`grader.zoo`) derives each
+buggy implementation from this file by small edits.
 """
 
 import torch
@@ -14,8 +16,21 @@ from learning.workshops.contracts import device_context, matrix, select_mode, wa
 select_mode(verbose=False)
 
 
+def address_table(view):
+    """Every logical element of a 2-D view as (row, col, storage index)."""
+    rows, cols = view.shape
+    row_stride, col_stride = view.stride()
+    start = view.storage_offset()
+    return [
+        (row, col, start + row * row_stride + col * col_stride)
+        for row in range(rows)
+        for col in range(cols)
+    ]
+
+
 @triton.jit
 def copy_rows_kernel(X, Y, SR, SC, N, BLOCK: tl.constexpr):
+    # Program `row` copies logical row `row` of X (strides SR, SC) into row `row` of Y.
     row = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK)
     mask = cols < N
@@ -24,6 +39,7 @@ def copy_rows_kernel(X, Y, SR, SC, N, BLOCK: tl.constexpr):
 
 
 def copy_rows(x, num_warps=4):
+    """Copy any 2-D view into a new contiguous tensor with copy_rows_kernel."""
     M, N = x.shape
     y = torch.empty((M, N), dtype=x.dtype, device=x.device)
     block = triton.next_power_of_2(N)
@@ -33,6 +49,7 @@ def copy_rows(x, num_warps=4):
 
 @triton.jit
 def softmax_kernel(X, Y, SR, SC, N, BLOCK: tl.constexpr):
+    # Program `row` writes the softmax of logical row `row` of X into row `row` of Y.
     row = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK)
     mask = cols < N
@@ -44,6 +61,7 @@ def softmax_kernel(X, Y, SR, SC, N, BLOCK: tl.constexpr):
 
 
 def launch_softmax(x, num_warps=4):
+    """Launch softmax_kernel on a 2-D view, with no checks: pass 3 adds them."""
     M, N = x.shape
     y = torch.empty((M, N), dtype=x.dtype, device=x.device)
     block = triton.next_power_of_2(N)
@@ -52,6 +70,7 @@ def launch_softmax(x, num_warps=4):
 
 
 def strided_softmax(x, num_warps=4):
+    """Row softmax of any 2-D view, as a new contiguous tensor of x's dtype."""
     M, N = matrix(x)
     warps(num_warps)
     y = torch.empty((M, N), dtype=x.dtype, device=x.device)

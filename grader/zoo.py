@@ -25,13 +25,15 @@ class Edit:
 
 @dataclass(frozen=True)
 class Bug:
-    """A buggy implementation: its edits, the hint it must trigger, the cells it must lose."""
+    """A buggy implementation: its edits, the hint `check <op> --hint` must give (None when
+    the bug is outside what the check runs), and the nbgrader cells it must lose."""
 
     name: str
-    hint: str
+    hint: str | None
     why: str
     edits: tuple[Edit, ...]
     loses: frozenset[str]
+    op: str = "strided_softmax"
 
 
 _LOAD = 'X + row * SR + cols * SC, mask=mask, other=-float("inf")'
@@ -40,6 +42,21 @@ _KERNEL_CELLS = frozenset({"test_pass2", "hidden_pass2", "test_pass3", "hidden_p
 _WRAPPER_CELLS = frozenset({"test_pass3", "hidden_pass3"})
 
 BUGS: tuple[Bug, ...] = (
+    Bug(
+        "address-without-offset",
+        None,
+        "leaves out the storage offset, so shifted views get wrong addresses",
+        (Edit("address_table", "start + row * row_stride", "row * row_stride"),),
+        frozenset({"hidden_addresses"}),
+    ),
+    Bug(
+        "copy-ignores-column-stride",
+        "column-stride",
+        "the pass-1 copy loads X + row*SR + col",
+        (Edit("copy_rows_kernel", "X + row * SR + cols * SC", "X + row * SR + cols"),),
+        frozenset({"test_pass1", "hidden_pass1"}),
+        op="copy_rows",
+    ),
     Bug(
         "ignores-column-stride",
         "column-stride",

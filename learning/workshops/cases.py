@@ -84,6 +84,7 @@ class CaseResult:
     failure: str | None = None
     features: list[str] = field(default_factory=list)
     launches: int = 0
+    cols: int = 0
 
     def to_json(self) -> dict:
         return {
@@ -93,6 +94,7 @@ class CaseResult:
             "failure": self.failure,
             "features": sorted(self.features),
             "launches": self.launches,
+            "cols": self.cols,
         }
 
 
@@ -193,7 +195,9 @@ def run_case(
         return CaseResult(case.name, failure is None, detail, failure, features)
     with count_launches() as launches:
         failure, detail = _run_view(fn, OPS[op], case, torch.device(device), generator)
-    return CaseResult(case.name, failure is None, detail, failure, features, len(launches))
+    return CaseResult(
+        case.name, failure is None, detail, failure, features, len(launches), case.cols
+    )
 
 
 def _run_view(fn, op: Op, case: Case, device, generator) -> tuple[str | None, str]:

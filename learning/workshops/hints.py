@@ -117,8 +117,16 @@ def _failures(*kinds: str, feature: str | None = None):
 
 
 def _block_size(results: list[CaseResult]) -> list[CaseResult]:
-    failed = [r for r in results if r.failure == "exception" and "power of 2" in r.detail]
-    return failed or _failing_only_where("wide")(results)
+    """Triton refused a block that is not a power of two, or only rows above a width fail."""
+    refused = [r for r in results if r.failure == "exception" and "power of 2" in r.detail]
+    if refused:
+        return refused
+    views = [r for r in results if r.cols and not _has(r, "empty")]
+    failed = [r for r in views if r.failure in VALUE_FAILURES]
+    passed = [r.cols for r in views if r.passed]
+    if failed and passed and min(r.cols for r in failed) > max(passed):
+        return failed
+    return []
 
 
 def _stability(results: list[CaseResult]) -> list[CaseResult]:

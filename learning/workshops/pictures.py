@@ -73,7 +73,7 @@ def save_view(x: torch.Tensor, path: str | os.PathLike[str], title: str | None =
     """Draw `x` with `draw_view` and save it as a PNG at `path`; return the path."""
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    draw_view(x, title).savefig(out, dpi=130, format="png")
+    draw_view(x, title).savefig(out, dpi=130, format="png", bbox_inches="tight", pad_inches=0.2)
     return out
 
 
@@ -128,6 +128,11 @@ def _new_figure(rows: int, cols: int, strip_len: int) -> tuple[Figure, Axes, Axe
     return fig, ax_grid, ax_storage
 
 
+def _add(ax: Axes, patch: Rectangle) -> None:
+    """Add a patch without recomputing data limits (each panel sets its own limits)."""
+    ax.add_artist(patch)
+
+
 def _pitch(lines: int) -> float:
     """Vertical distance between strip lines, in cell heights; wrapped lines need air."""
     return 1.9 if lines <= 1 else 2.4
@@ -154,7 +159,8 @@ def _title(x: torch.Tensor, title: str | None) -> str:
 
 def _hatch(ax: Axes, left: float, top: float, width: float, height: float) -> None:
     """Hatch a cell to say that its address is shared with other logical elements."""
-    ax.add_patch(
+    _add(
+        ax,
         Rectangle(
             (left, top),
             width,
@@ -164,7 +170,7 @@ def _hatch(ax: Axes, left: float, top: float, width: float, height: float) -> No
             edgecolor=(0, 0, 0, 0.45),
             linewidth=0,
             gid="hatch",
-        )
+        ),
     )
 
 
@@ -184,13 +190,21 @@ def _draw_grid(
     for r, line in enumerate(index):
         for c, s in enumerate(line):
             shared = reads[s] > 1
-            ax.add_patch(
-                Rectangle((c, r), 1, 1, facecolor=colours[r], alpha=0.55, edgecolor="none",
-                          gid=f"fill:{r},{c}")
+            _add(
+                ax,
+                Rectangle(
+                    (c, r),
+                    1,
+                    1,
+                    facecolor=colours[r],
+                    alpha=0.55,
+                    edgecolor="none",
+                    gid=f"fill:{r},{c}",
+                ),
             )
             if shared:
                 _hatch(ax, c, r, 1, 1)
-            ax.add_patch(Rectangle((c, r), 1, 1, fill=False, edgecolor=EDGE, linewidth=1))
+            _add(ax, Rectangle((c, r), 1, 1, fill=False, edgecolor=EDGE, linewidth=1))
             ax.text(
                 c + 0.5,
                 r + 0.34,
@@ -216,12 +230,23 @@ def _draw_grid(
     empty = rows == 0 or cols == 0
     width = max(cols, 4) if empty else cols
     if empty:
-        ax.add_patch(Rectangle((0, 0), width, max(rows, 1), fill=False, edgecolor=EDGE,
-                               linestyle="--", linewidth=1))
+        _add(
+            ax,
+            Rectangle(
+                (0, 0), width, max(rows, 1), fill=False, edgecolor=EDGE, linestyle="--", linewidth=1
+            ),
+        )
         what = "rows" if x.shape[0] == 0 else "columns"
-        ax.text(width / 2, max(rows, 1) / 2,
-                f"no {what}: shape {tuple(x.shape)}\nhas no elements to read",
-                ha="center", va="center", fontsize=10, style="italic", gid="empty-note")
+        ax.text(
+            width / 2,
+            max(rows, 1) / 2,
+            f"no {what}: shape {tuple(x.shape)}\nhas no elements to read",
+            ha="center",
+            va="center",
+            fontsize=10,
+            style="italic",
+            gid="empty-note",
+        )
     ax.set_xlim(0, width)
     ax.set_ylim(max(rows, 1), 0)
     ax.set_aspect(0.8)
@@ -292,7 +317,8 @@ def _draw_storage(
         if rows_here:  # one horizontal band per reading row
             band = 1 / len(rows_here)
             for k, r in enumerate(rows_here):
-                ax.add_patch(
+                _add(
+                    ax,
                     Rectangle(
                         (left, top + k * band),
                         1,
@@ -300,10 +326,14 @@ def _draw_storage(
                         facecolor=colours[r],
                         alpha=0.55,
                         edgecolor="none",
-                    )
+                        gid=f"read:{s}:{r}",
+                    ),
                 )
         else:
-            ax.add_patch(Rectangle((left, top), 1, 1, facecolor=GREY, edgecolor="none"))
+            _add(
+                ax,
+                Rectangle((left, top), 1, 1, facecolor=GREY, edgecolor="none", gid=f"unread:{s}"),
+            )
         shared = reads[s] > 1
         if shared:
             _hatch(ax, left, top, 1, 1)
@@ -317,7 +347,7 @@ def _draw_storage(
                 fontweight="bold",
                 gid=f"shared:{s}",
             )
-        ax.add_patch(Rectangle((left, top), 1, 1, fill=False, edgecolor=EDGE, linewidth=0.8))
+        _add(ax, Rectangle((left, top), 1, 1, fill=False, edgecolor=EDGE, linewidth=0.8))
         ax.text(
             left + 0.5,
             top + 0.5,
@@ -358,11 +388,19 @@ def _draw_bar(
 ) -> None:
     """A storage too long to label cell by cell: a grey bar with a coloured line per read."""
     ax.set_axis_on()
-    ax.add_patch(Rectangle((0, 0), length, 1, facecolor=GREY, edgecolor=EDGE, linewidth=0.8))
-    for s, rows_here in readers.items():
-        ax.vlines(s + 0.5, 0, 1, colors=[colours[rows_here[0]]], linewidth=1.5)
-        if reads[s] > 1:
-            ax.plot(s + 0.5, -0.15, marker="v", color=EDGE, markersize=4, gid=f"shared:{s}")
+    _add(ax, Rectangle((0, 0), length, 1, facecolor=GREY, edgecolor=EDGE, linewidth=0.8))
+    cells = sorted(readers)
+    ax.vlines(
+        [s + 0.5 for s in cells],
+        0,
+        1,
+        colors=[colours[readers[s][0]] for s in cells],
+        linewidth=1.5,
+        gid="reads",
+    )
+    shared = [s + 0.5 for s in cells if reads[s] > 1]
+    if shared:
+        ax.plot(shared, [-0.15] * len(shared), "v", color=EDGE, markersize=4, gid="shared")
     ax.set_xlim(0, length)
     ax.set_ylim(1.05, -0.35)
     ax.set_yticks([])

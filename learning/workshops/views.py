@@ -57,8 +57,6 @@ class Geometry:
             found.add("broadcast")
         if self.cols & (self.cols - 1):
             found.add("non-pow2")
-        if self.cols > 256:
-            found.add("wide")
         if self.rows == 0:
             found.add("empty")
         return frozenset(found)

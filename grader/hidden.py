@@ -1,0 +1,109 @@
+"""Hidden test cases, drawn at autograde time from a secret seed, and the cells' assertions.
+
+The seed lives in `grader/secret_seed.txt` (or `I1_SECRET_SEED`), which never ships. The
+same seed draws the same cases and values for every student, so grades are reproducible;
+students never see which views, widths and dtypes are drawn.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+from learning.workshops.cases import BAD_INPUTS, DTYPES, Case, suite
+from learning.workshops.contracts import default_device
+from learning.workshops.testing import failure_message, quiet, run_cases
+from learning.workshops.views import LAYOUTS
+
+SEED_FILE = Path(__file__).with_name("secret_seed.txt")
+WIDTHS = (1, 2, 3, 17, 31, 64, 100, 255, 256, 513)
+ROW_COUNTS = (1, 2, 9, 33)
+
+
+def secret_seed() -> int:
+    """The course's secret seed: `I1_SECRET_SEED` if set, else `grader/secret_seed.txt`."""
+    text = os.environ.get("I1_SECRET_SEED") or SEED_FILE.read_text()
+    return int(text.strip())
+
+
+def hidden_cases(op: str) -> list[Case]:
+    """The hidden cases for `op`: every layout with drawn shapes, dtypes and fills, plus
+    the wide, large-magnitude, half-precision, repeated and contract cases."""
+    rng = random.Random(f"{secret_seed()}/{op}")
+    cases = []
+    for layout in LAYOUTS:
+        for i in range(2):
+            cases.append(
+                Case(
+                    f"hidden-{layout}-{i}",
+                    layout,
+                    rng.choice(ROW_COUNTS),
+                    rng.choice(WIDTHS),
+                    dtype=rng.choice(list(DTYPES)),
+                    fill=rng.choice(("normal", "neg-inf")),
+                    num_warps=rng.choice((1, 2, 4, 8, 16)),
+                )
+            )
+    cases += [
+        Case("hidden-wide", rng.choice(("transpose", "slice")), 3, rng.randint(300, 2000)),
+        Case("hidden-large", "transposed-slice", 5, rng.choice(WIDTHS[3:]), fill="large"),
+        Case("hidden-large-half", "slice", 4, 40, dtype="float16", fill="large"),
+        Case("hidden-bfloat16", "transpose", 6, rng.choice(WIDTHS[2:]), dtype="bfloat16"),
+        Case("hidden-repeat", "slice", 4, rng.choice(WIDTHS[2:]), repeat=True),
+        Case("hidden-zero-rows", "contiguous", 0, rng.choice(WIDTHS)),
+        Case("hidden-zero-rows-wide", "transpose", 0, 700),
+    ]
+    cases += [Case(f"hidden-reject-{kind}", bad_input=kind) for kind in BAD_INPUTS]
+    return suite(op, tuple(cases), default_device().type)
+
+
+def expect_hidden(fn: Callable, op: str) -> None:
+    """Assert that `fn` passes `op`'s hidden cases; the message names failures and hints."""
+    results = run_cases(fn, op, hidden_cases(op), seed=secret_seed())
+    if not all(r.passed for r in results):
+        raise AssertionError(failure_message(results, f"{op}, hidden cases"))
+    print(f"{op}: {len(results)} hidden cases pass.")
+
+
+def hidden_views() -> list[torch.Tensor]:
+    """Views for the address-table cell: slices, broadcasts, transposes of a numbered base."""
+    rng = random.Random(f"{secret_seed()}/addresses")
+    base = torch.arange(200.0)
+    rows, cols = rng.randint(3, 5), rng.randint(4, 7)
+    return [
+        base[: 4 * 7].view(4, 7)[1:, 1::2],
+        base[:5].view(1, 5).expand(3, 5),
+        base[:rows].view(rows, 1).expand(rows, cols),
+        base[: 2 * cols * (rows + 1)].view(2 * cols, rows + 1).t()[1:, ::2],
+        base[10 : 10 + rows * cols].view(cols, rows).t(),
+        base[:0].view(0, 4),
+    ]
+
+
+def expect_address_table(address_table: Callable) -> None:
+    """Assert that `address_table(view)` lists (row, col, storage index) for hidden views."""
+    for view in hidden_views():
+        rows, cols = view.shape
+        sr, sc = view.stride()
+        want = [
+            (r, c, view.storage_offset() + r * sr + c * sc)
+            for r in range(rows)
+            for c in range(cols)
+        ]
+        with quiet():
+            got = address_table(view)
+        got = [tuple(int(v) for v in entry) for entry in got]
+        if sorted(got) != want:
+            wrong = next((w for w in want if w not in set(got)), None)
+            raise AssertionError(
+                f"address_table is wrong for a {tuple(view.shape)} view with strides "
+                f"{(sr, sc)} and storage offset {view.storage_offset()}: expected entry "
+                f"{wrong} (row, column, storage index) among {len(want)}, got "
+                f"{sorted(got)[:6]}{' ...' if len(got) > 6 else ''}. The index is "
+                "storage_offset + row*stride(0) + col*stride(1)."
+            )
+    print(f"address_table: {len(hidden_views())} hidden views pass.")
