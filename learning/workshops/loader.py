@@ -2,7 +2,7 @@
 
 Triton reads a kernel's source with `inspect`, so code must come from a real file: a
 notebook's definitions are written to a temporary module first. From a notebook only the
-definitions are taken (imports, functions, classes, assignments without calls), so demo
+definitions are taken (imports, functions, classes, constants), so demo
 cells and unfinished exercises elsewhere do not stop the check.
 """
 
@@ -16,6 +16,8 @@ import tempfile
 from pathlib import Path
 from types import ModuleType
 
+from IPython.core.inputtransformer2 import TransformerManager
+
 
 class LoadError(Exception):
     """The implementation could not be loaded; the message says why and what to do."""
@@ -23,56 +25,75 @@ class LoadError(Exception):
 
 def notebook_definitions(path: Path) -> str:
     """The definitions in a notebook's code cells, as one module's source."""
-    try:
-        notebook = json.loads(path.read_text(encoding="utf-8"))
-        cells = notebook["cells"]
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as exc:
-        raise LoadError(
-            f"{path} is not a readable notebook ({exc}); open and save it in Jupyter."
-        ) from None
+    cells = [(number, _parse(text, path, number)) for number, text in _code_cells(path)]
+    imported = {
+        (alias.asname or alias.name).split(".")[0]
+        for _, (_, tree) in cells
+        for node in tree.body
+        if isinstance(node, (ast.Import, ast.ImportFrom))
+        for alias in node.names
+    }
     parts = []
-    for number, cell in enumerate(cells, start=1):
-        if cell.get("cell_type") != "code" or _is_test_cell(cell):
-            continue
-        source = "".join(cell.get("source", []))
-        kept = _definitions(source, path, number)
+    for number, (text, tree) in cells:
+        kept = [_segment(text, node) for node in tree.body if _is_definition(node, imported)]
         if kept:
-            parts.append(f"# --- cell {number} ---\n{kept}")
+            parts.append(f"# --- cell {number} ---\n" + "\n\n".join(kept))
     return "\n\n".join(parts) + "\n"
 
 
-def _is_test_cell(cell: dict) -> bool:
-    meta = cell.get("metadata", {}).get("nbgrader", {})
-    return bool(meta.get("grade")) and not meta.get("solution")
-
-
-def _definitions(source: str, path: Path, number: int) -> str:
-    lines = ["" if line.lstrip().startswith(("%", "!")) else line for line in source.splitlines()]
-    text = "\n".join(lines)
+def _code_cells(path: Path) -> list[tuple[int, str]]:
+    """(number, source) of every code cell that is not an nbgrader test cell."""
     try:
-        tree = ast.parse(text)
+        cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+        found = []
+        for number, cell in enumerate(cells, start=1):
+            meta = cell.get("metadata", {}).get("nbgrader", {})
+            is_test = bool(meta.get("grade")) and not meta.get("solution")
+            if cell.get("cell_type") == "code" and not is_test:
+                source = cell.get("source", "")
+                found.append((number, source if isinstance(source, str) else "".join(source)))
+        return found
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise LoadError(
+            f"{path} is not a readable notebook ({exc}); open and save it in Jupyter."
+        ) from None
+
+
+def _parse(source: str, path: Path, number: int) -> tuple[str, ast.Module]:
+    """A cell's source with IPython syntax (magics, !shell) turned into calls, and its tree."""
+    text = TransformerManager().transform_cell(source)
+    try:
+        return text, ast.parse(text)
     except SyntaxError as exc:
         raise LoadError(
             f"{path}, cell {number}, line {exc.lineno}: syntax error ({exc.msg}); fix that cell."
         ) from None
-    kept = [node for node in tree.body if _is_definition(node)]
-    return "\n\n".join(_segment(text, node) for node in kept)
 
 
 def _segment(text: str, node: ast.stmt) -> str:
-    """A statement's source, decorators included."""
-    first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
-    return "\n".join(text.splitlines()[first - 1 : node.end_lineno])
+    """A statement's own source; a definition's with its decorators."""
+    if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+        first = min([node.lineno] + [d.lineno for d in node.decorator_list])
+        return "\n".join(text.splitlines()[first - 1 : node.end_lineno])
+    return ast.get_source_segment(text, node)
 
 
-def _is_definition(node: ast.stmt) -> bool:
+def _is_definition(node: ast.stmt, imported: set[str]) -> bool:
+    """Imports, functions, classes, and constants (literals or attributes of imports)."""
     if isinstance(node, (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.ClassDef)):
         return True
-    if isinstance(node, (ast.Assign, ast.AnnAssign)):
-        return node.value is not None and not any(
-            isinstance(n, ast.Call) for n in ast.walk(node.value)
-        )
-    return False
+    if not isinstance(node, (ast.Assign, ast.AnnAssign)) or node.value is None:
+        return False
+    value = node.value
+    while isinstance(value, ast.Attribute):
+        value = value.value
+    if value is not node.value and isinstance(value, ast.Name):
+        return value.id in imported  # e.g. DTYPE = torch.float32
+    try:
+        ast.literal_eval(node.value)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return False  # demo values (tensors, calls) stay out
+    return True
 
 
 def load_module(path: Path) -> ModuleType:

@@ -1,0 +1,20 @@
+# The course's everyday commands. PYTHONPATH lets nbgrader's kernels import learning/ and grader/.
+export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
+PYTHON ?= python3
+
+.PHONY: demo test lint release check
+
+demo:  ## build the release, autograde a sample cohort in a scratch course, print scores
+	$(PYTHON) -m nbgrader generate_assignment i1_strided_softmax --force --log-level=WARN
+	$(PYTHON) -m grader.demo --course scratch/demo
+
+test:  ## every test (GPU tests skip without a CUDA device)
+	$(PYTHON) -m ruff check .
+	$(PYTHON) -m ruff format --check .
+	$(PYTHON) -m pytest -q
+
+release:  ## regenerate release/ from source/ (commit both)
+	$(PYTHON) -m nbgrader generate_assignment i1_strided_softmax --force
+
+check:  ## check the reference solution, as a student checks their work
+	$(PYTHON) -m learning.workshops.check strided_softmax --hint --impl grader/reference.py

@@ -1,0 +1,165 @@
+"""Scratch nbgrader courses: build one, fill it with submissions, autograde, read scores.
+
+A scratch course is a folder of its own (config, source, gradebook), so tests and demos
+never touch the real course's students. Submissions are the release notebook with its
+solution cells filled in from the source notebook, optionally with a zoo bug's edits.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import nbformat
+
+from grader.zoo import Edit, function_span
+
+REPO = Path(__file__).resolve().parents[1]
+ASSIGNMENT = "i1_strided_softmax"
+NOTEBOOK = "strided_softmax.ipynb"
+_MARKER = re.compile(r"^\s*### (BEGIN|END) SOLUTION\s*$")
+
+NOISY = (
+    Edit(
+        "strided_softmax",
+        "    M, N = matrix(x)\n",
+        "    __import__('warnings').warn('a warning from the student')\n"
+        "    __import__('os').write(2, b'raw bytes on stderr\\n')\n"
+        "    M, N = matrix(x)\n",
+    ),
+)
+"""Edits that keep the solution right but write to stderr: it must still score full marks."""
+
+
+class CourseError(Exception):
+    """An nbgrader step failed; the message holds its output."""
+
+
+@dataclass(frozen=True)
+class CellScore:
+    """One autograded test cell of one student."""
+
+    student: str
+    cell: str
+    score: float
+    max_score: float
+
+
+def nbgrader(root: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    """Run `nbgrader <args>` in the course at `root`; with `check`, raise CourseError on failure."""
+    path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)
+    done = subprocess.run(
+        [sys.executable, "-m", "nbgrader", *args],
+        cwd=root,
+        env=dict(os.environ, PYTHONPATH=path),
+        capture_output=True,
+        text=True,
+    )
+    if check and done.returncode != 0:
+        raise CourseError(f"nbgrader {' '.join(args)} failed:\n{done.stdout}\n{done.stderr}")
+    return done
+
+
+def new_course(root: Path) -> Path:
+    """A course at `root` with this repository's config and source, and a fresh release."""
+    root.mkdir(parents=True, exist_ok=True)
+    shutil.copy(REPO / "nbgrader_config.py", root / "nbgrader_config.py")
+    shutil.copytree(REPO / "source" / ASSIGNMENT, root / "source" / ASSIGNMENT)
+    nbgrader(root, "generate_assignment", ASSIGNMENT, "--force")
+    return root
+
+
+def solved_notebook(root: Path, edits: tuple[Edit, ...] = ()) -> nbformat.NotebookNode:
+    """The release notebook with every solution cell solved, then `edits` applied."""
+    source = nbformat.read(root / "source" / ASSIGNMENT / NOTEBOOK, as_version=4)
+    release = nbformat.read(root / "release" / ASSIGNMENT / NOTEBOOK, as_version=4)
+    solutions = {
+        cell.metadata["nbgrader"]["grade_id"]: cell.source
+        for cell in source.cells
+        if cell.metadata.get("nbgrader", {}).get("solution")
+    }
+    for cell in release.cells:
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if grade_id in solutions:
+            text = "\n".join(
+                line for line in solutions[grade_id].splitlines() if not _MARKER.match(line)
+            )
+            cell.source = _apply_in_cell(text, edits)
+    return release
+
+
+def _apply_in_cell(text: str, edits: tuple[Edit, ...]) -> str:
+    for edit in edits:
+        try:
+            begin, end = function_span(text, edit.function)
+        except KeyError:
+            continue
+        body = text[begin:end]
+        if body.count(edit.old) != 1:
+            raise ValueError(f"edit {edit.old!r} matches {body.count(edit.old)} times")
+        text = text[:begin] + body.replace(edit.old, edit.new) + text[end:]
+    return text
+
+
+def submit(root: Path, student: str, notebook: nbformat.NotebookNode) -> Path:
+    """Place `notebook` as `student`'s submission in the course at `root`."""
+    folder = root / "submitted" / student / ASSIGNMENT
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / NOTEBOOK
+    nbformat.write(notebook, path)
+    return path
+
+
+def submit_release(root: Path, student: str) -> Path:
+    """Submit the untouched release notebook for `student`."""
+    return submit(root, student, nbformat.read(root / "release" / ASSIGNMENT / NOTEBOOK, 4))
+
+
+@dataclass(frozen=True)
+class AutogradeRun:
+    """What `nbgrader autograde` did: its log, and the students it could not grade."""
+
+    log: str
+    failed: tuple[str, ...]
+
+
+def autograde(root: Path, *extra: str) -> AutogradeRun:
+    """Autograde every submission in the course at `root`.
+
+    nbgrader exits non-zero when any one student fails (a dead kernel, say) and grades the
+    rest anyway; those students are listed in `failed`, not raised.
+    """
+    done = nbgrader(root, "autograde", ASSIGNMENT, "--force", *extra, check=False)
+    log = done.stdout + done.stderr
+    failed = tuple(_FAILED_STUDENT.findall(log))
+    if done.returncode != 0 and not failed:
+        raise CourseError(f"nbgrader autograde failed:\n{log}")
+    return AutogradeRun(log, failed)
+
+
+_FAILED_STUDENT = re.compile(r"error processing assignment '[^']+' for student '([^']+)'")
+
+
+def cell_scores(root: Path) -> list[CellScore]:
+    """Every autograded test cell's score, per student, from the course's gradebook."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    scores = []
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gradebook:
+        for student in gradebook.students:
+            try:
+                submission = gradebook.find_submission_notebook(
+                    NOTEBOOK.removesuffix(".ipynb"), ASSIGNMENT, student.id
+                )
+            except MissingEntry:  # nothing was graded for this student
+                continue
+            for grade in submission.grades:
+                scores.append(
+                    CellScore(student.id, grade.name, float(grade.score), float(grade.max_score))
+                )
+    return scores

@@ -1,0 +1,158 @@
+"""The check command as a student runs it: exit codes, the text, --json, --hint, bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from grader.zoo import BUGS, REFERENCE, write_bug
+
+REPO = Path(__file__).resolve().parents[1]
+RELEASE = REPO / "release" / "i1_strided_softmax" / "strided_softmax.ipynb"
+SOURCE = REPO / "source" / "i1_strided_softmax" / "strided_softmax.ipynb"
+
+
+def check(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    return subprocess.run(
+        [sys.executable, "-m", "learning.workshops.check", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def bug(name: str, folder: Path) -> Path:
+    return write_bug(next(b for b in BUGS if b.name == name), folder)
+
+
+def test_reference_passes_with_exit_zero():
+    """Does the reference pass every public case, exit 0, and say so?"""
+    done = check("strided_softmax", "--impl", str(REFERENCE))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "All cases pass." in done.stdout
+    assert "FAIL" not in done.stdout
+
+
+def test_failure_exits_one_and_points_to_hint(tmp_path):
+    """Does a failing implementation exit 1 and suggest --hint, without giving the hint?"""
+    done = check("strided_softmax", "--impl", str(bug("ignores-column-stride", tmp_path)))
+    assert done.returncode == 1
+    assert "FAIL  transpose" in done.stdout
+    assert "Run again with --hint for a clue." in done.stdout
+    assert "Hint [" not in done.stdout
+
+
+def test_hint_names_its_id_and_evidence(tmp_path):
+    """Does --hint print the hint id, its advice and the failing cases as evidence?"""
+    done = check("strided_softmax", "--hint", "--impl", str(bug("pads-with-zero", tmp_path)))
+    assert done.returncode == 1
+    assert "Hint [padding]: Probabilities are too small" in done.stdout
+    assert "evidence: contiguous:" in done.stdout
+    assert "sums to" in done.stdout
+
+
+def test_json_schema(tmp_path):
+    """Does --json print one object with the documented keys and types?"""
+    done = check("strided_softmax", "--json", "--impl", str(bug("pads-with-zero", tmp_path)))
+    report = json.loads(done.stdout)
+    assert {"op", "device", "passed", "cases", "hints", "seed", "mode", "impl"} <= set(report)
+    assert report["op"] == "strided_softmax"
+    assert report["passed"] is False
+    assert report["mode"] == "interpreter"
+    for case in report["cases"]:
+        assert {"name", "passed", "detail", "failure"} <= set(case)
+        assert isinstance(case["passed"], bool)
+    assert [h["id"] for h in report["hints"]] == ["padding"]
+    assert report["hints"][0]["evidence"]
+
+
+def test_seed_repeats_a_run(tmp_path):
+    """Does --seed reproduce the same case details?"""
+    impl = str(bug("ignores-column-stride", tmp_path))
+    first = json.loads(check("strided_softmax", "--json", "--seed", "7", "--impl", impl).stdout)
+    again = json.loads(check("strided_softmax", "--json", "--seed", "7", "--impl", impl).stdout)
+    assert [c["detail"] for c in first["cases"]] == [c["detail"] for c in again["cases"]]
+
+
+def test_solved_notebook_is_checked(tmp_path):
+    """Can a student check their notebook directly, demo cells and all?"""
+    source = nbformat.read(SOURCE, as_version=4)
+    path = tmp_path / "strided_softmax.ipynb"
+    nbformat.write(source, path)
+    done = check("strided_softmax", cwd=tmp_path)  # found without --impl
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "strided_softmax.ipynb" in done.stdout
+
+
+def test_untouched_release_notebook_fails_cleanly():
+    """Does the unfinished release notebook fail its cases instead of crashing the checker?"""
+    done = check("strided_softmax", "--hint", "--impl", str(RELEASE))
+    assert done.returncode == 1
+    assert "raised NotImplementedError" in done.stdout
+    assert "Traceback" not in done.stdout + done.stderr
+
+
+def test_other_ops_are_checked():
+    """Does the check run pass 1 alone (copy_rows) from the reference?"""
+    done = check("copy_rows", "--impl", str(REFERENCE))
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("strided_softmax", "--impl", "missing.py"), "--impl missing.py: no such file"),
+        (("softmax_please", "--impl", str(REFERENCE)), "unknown op 'softmax_please'"),
+        (("strided_softmax", "--impl", "pyproject.toml"), "expected a .py file or a notebook"),
+    ],
+)
+def test_usage_errors_exit_two_with_one_line(args, message):
+    """Does a usage error print one line naming the problem and exit 2?"""
+    done = check(*args)
+    assert done.returncode == 2
+    assert message in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in done.stderr
+
+
+def test_missing_default_file_names_both_candidates(tmp_path):
+    """Without --impl in an empty folder, does it say which files it looked for?"""
+    done = check("strided_softmax", cwd=tmp_path)
+    assert done.returncode == 2
+    assert "found neither strided_softmax.py nor strided_softmax.ipynb" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("def strided_softmax(x, num_warps=4):\n    return (\n", "syntax error"),
+        ("import torch\n", "does not define a function strided_softmax"),
+        ("raise RuntimeError('boom')\n", "raised RuntimeError while loading"),
+    ],
+)
+def test_broken_implementations_exit_two(tmp_path, text, message):
+    """Does an implementation that cannot load give one clear line and exit 2?"""
+    path = tmp_path / "strided_softmax.py"
+    path.write_text(text)
+    done = check("strided_softmax", "--impl", str(path))
+    assert done.returncode == 2
+    assert message in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_malformed_notebook_exits_two(tmp_path):
+    """Does a notebook that is not JSON give one clear line and exit 2?"""
+    path = tmp_path / "strided_softmax.ipynb"
+    path.write_text("{not json")
+    done = check("strided_softmax", "--impl", str(path))
+    assert done.returncode == 2
+    assert "is not a readable notebook" in done.stderr

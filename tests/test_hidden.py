@@ -1,0 +1,57 @@
+"""Hidden cases: drawn from the secret seed, reproducible, and passed by the reference."""
+
+from __future__ import annotations
+
+import pytest
+
+import grader.reference as reference
+from grader.hidden import expect_address_table, expect_hidden, hidden_cases, secret_seed
+from learning.workshops.cases import PUBLIC_CASES
+
+
+def test_same_seed_same_cases():
+    """Does the same secret seed draw the same hidden cases every time (fair regrades)?"""
+    assert hidden_cases("strided_softmax") == hidden_cases("strided_softmax")
+
+
+def test_another_seed_draws_other_cases(monkeypatch):
+    """Does changing the secret seed change what is drawn?"""
+    first = hidden_cases("strided_softmax")
+    monkeypatch.setenv("I1_SECRET_SEED", str(secret_seed() + 1))
+    assert hidden_cases("strided_softmax") != first
+
+
+def test_hidden_cases_are_not_the_public_ones():
+    """Do the hidden cases add shapes the public suite lacks?"""
+    public = {(c.layout, c.rows, c.cols, c.dtype) for c in PUBLIC_CASES}
+    hidden = {(c.layout, c.rows, c.cols, c.dtype) for c in hidden_cases("strided_softmax")}
+    assert len(hidden - public) >= 10
+
+
+@pytest.mark.parametrize(
+    ("fn", "op"),
+    [
+        (reference.copy_rows, "copy_rows"),
+        (reference.launch_softmax, "softmax_kernel"),
+        (reference.strided_softmax, "strided_softmax"),
+    ],
+)
+def test_reference_passes_hidden(fn, op):
+    """Does the reference pass every hidden case of each op?"""
+    expect_hidden(fn, op)
+
+
+def test_reference_address_table_passes_hidden():
+    """Does the reference address table pass the hidden views?"""
+    expect_address_table(reference.address_table)
+
+
+def test_wrong_address_table_names_the_view():
+    """Does a table that forgets the offset fail with the view's strides and offset?"""
+
+    def no_offset(view):
+        sr, sc = view.stride()
+        return [(r, c, r * sr + c * sc) for r in range(view.shape[0]) for c in range(view.shape[1])]
+
+    with pytest.raises(AssertionError, match=r"storage offset \d+"):
+        expect_address_table(no_offset)

@@ -1,0 +1,87 @@
+"""Tests for counting the Triton kernel launches made inside a block."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+from triton.runtime.jit import KernelInterface
+
+from learning.workshops.contracts import default_device
+from learning.workshops.launches import Launch, count_launches
+
+
+@triton.jit
+def fill_kernel(Y, N, BLOCK: tl.constexpr):
+    cols = tl.arange(0, BLOCK)
+    tl.store(Y + cols, tl.full((BLOCK,), 7.0, tl.float32), mask=cols < N)
+
+
+def fill(n: int, grid=(1,)) -> torch.Tensor:
+    y = torch.zeros(n, device=default_device())
+    fill_kernel[grid](y, n, BLOCK=triton.next_power_of_2(n))
+    return y
+
+
+def test_one_launch_is_counted_with_its_grid():
+    """Is one kernel[grid](...) call recorded once, with the kernel's name and grid?"""
+    with count_launches() as log:
+        y = fill(3)
+    assert y.tolist() == [7.0, 7.0, 7.0]
+    assert len(log) == 1
+    assert log.launches == [Launch("fill_kernel", (1,))]
+
+
+def test_each_launch_is_counted():
+    """Are two launches in one block counted as two?"""
+    with count_launches() as log:
+        fill(3)
+        fill(4, grid=(2,))
+    assert [launch.grid for launch in log.launches] == [(1,), (2,)]
+
+
+def test_a_callable_grid_is_recorded_as_callable():
+    """Is a grid given as a function (meta -> tuple) recorded as ("callable",)?"""
+    with count_launches() as log:
+        fill(3, grid=lambda meta: (1,))
+    assert log.launches == [Launch("fill_kernel", ("callable",))]
+
+
+def test_nothing_launched_counts_zero():
+    """When the block launches no kernel (torch only), is the count 0?"""
+    with count_launches() as log:
+        torch.softmax(torch.ones(2, 3), dim=1)
+    assert len(log) == 0
+
+
+def test_indexing_without_calling_is_not_a_launch():
+    """Is `kernel[grid]` without the call (no kernel runs) left uncounted?"""
+    with count_launches() as log:
+        fill_kernel[(1,)]
+    assert len(log) == 0
+
+
+def test_getitem_is_restored_afterwards():
+    """After the block, is KernelInterface.__getitem__ the original again?"""
+    original = KernelInterface.__getitem__
+    with count_launches():
+        assert KernelInterface.__getitem__ is not original
+    assert KernelInterface.__getitem__ is original
+
+
+def test_getitem_is_restored_when_the_block_raises():
+    """When the block raises, is __getitem__ restored and the error passed on?"""
+    original = KernelInterface.__getitem__
+    with pytest.raises(RuntimeError, match="student bug"), count_launches():
+        fill(2)
+        raise RuntimeError("student bug")
+    assert KernelInterface.__getitem__ is original
+
+
+def test_launches_after_the_block_are_not_counted():
+    """Is a launch made after the block closed left out of its log?"""
+    with count_launches() as log:
+        fill(2)
+    fill(2)
+    assert len(log) == 1

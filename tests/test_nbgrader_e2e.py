@@ -1,0 +1,73 @@
+"""nbgrader end to end on CPU: a scratch course, a cohort of submissions, real autograding."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import pytest
+
+from grader import course
+from grader.zoo import BUGS
+
+pytestmark = pytest.mark.nbgrader
+
+GRADED = [b for b in BUGS if b.hint not in ("timeout", "crash")]
+CRASHING = next(b for b in BUGS if b.hint == "crash")
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    """Autograde the solution, the untouched release, a noisy solution and the zoo, once."""
+    root = course.new_course(tmp_path_factory.mktemp("course"))
+    course.submit(root, "solution", course.solved_notebook(root))
+    course.submit_release(root, "untouched")
+    course.submit(root, "noisy", course.solved_notebook(root, course.NOISY))
+    course.submit(root, "crasher", course.solved_notebook(root, CRASHING.edits))
+    for bug in GRADED:
+        course.submit(root, bug.name, course.solved_notebook(root, bug.edits))
+    run = course.autograde(root)
+    scores = defaultdict(dict)
+    for cell in course.cell_scores(root):
+        scores[cell.student][cell.cell] = (cell.score, cell.max_score)
+    return root, run, scores
+
+
+def lost(cells: dict) -> set[str]:
+    return {name for name, (score, max_score) in cells.items() if score < max_score}
+
+
+def test_solution_scores_full_marks(graded):
+    """Does the reference solution score every point of every test cell?"""
+    _, _, scores = graded
+    assert len(scores["solution"]) == 8
+    assert lost(scores["solution"]) == set()
+
+
+def test_untouched_release_scores_zero(graded):
+    """Does the untouched release score zero on every test cell?"""
+    _, _, scores = graded
+    assert len(scores["untouched"]) == 8
+    assert all(score == 0 for score, _ in scores["untouched"].values())
+
+
+def test_stderr_and_warnings_do_not_zero_a_cell(graded):
+    """Does a right solution that warns and writes to stderr still score full marks?"""
+    _, _, scores = graded
+    assert lost(scores["noisy"]) == set()
+
+
+@pytest.mark.parametrize("bug", GRADED, ids=[b.name for b in GRADED])
+def test_bug_loses_exactly_its_cells(graded, bug):
+    """Does each buggy submission lose exactly the cells that test its bug?"""
+    _, _, scores = graded
+    assert lost(scores[bug.name]) == set(bug.loses)
+
+
+def test_crashing_submission_does_not_stop_the_others(graded):
+    """When a submission kills the kernel, is it reported and is everyone else graded?"""
+    root, run, scores = graded
+    assert run.failed == ("crasher",)
+    assert not (root / "autograded" / "crasher" / course.ASSIGNMENT).exists()
+    assert sum(score for score, _ in scores["crasher"].values()) == 0
+    graded_students = {s for s, cells in scores.items() if len(cells) == 8}
+    assert {"solution", "untouched", "noisy"} | {b.name for b in GRADED} <= graded_students

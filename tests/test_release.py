@@ -1,0 +1,115 @@
+"""release/ is what nbgrader generates from source/ today, and gives nothing away."""
+
+from __future__ import annotations
+
+import ast
+import re
+
+import nbformat
+import pytest
+
+from grader import course
+from grader.zoo import REFERENCE, function_span
+
+pytestmark = pytest.mark.nbgrader
+
+SOURCE = course.REPO / "source" / course.ASSIGNMENT / course.NOTEBOOK
+RELEASE = course.REPO / "release" / course.ASSIGNMENT / course.NOTEBOOK
+
+
+def cells(path):
+    notebook = nbformat.read(path, as_version=4)
+    return [(c.cell_type, c.source, c.metadata.get("nbgrader")) for c in notebook.cells]
+
+
+def solution_cells(path):
+    notebook = nbformat.read(path, as_version=4)
+    return [c for c in notebook.cells if c.metadata.get("nbgrader", {}).get("solution")]
+
+
+@pytest.fixture(scope="module")
+def fresh_course(tmp_path_factory):
+    return course.new_course(tmp_path_factory.mktemp("course"))
+
+
+def test_release_is_fresh(fresh_course):
+    """Is the committed release exactly what generate_assignment makes from source/ now?"""
+    generated = fresh_course / "release" / course.ASSIGNMENT / course.NOTEBOOK
+    assert cells(RELEASE) == cells(generated), "regenerate release/ (make release) and commit it"
+
+
+def release_code() -> str:
+    notebook = nbformat.read(RELEASE, as_version=4)
+    return "\n".join(c.source for c in notebook.cells if c.cell_type == "code")
+
+
+def test_release_has_no_solution_text():
+    """Does no statement of any solution region survive into the release's code, other than
+    those the notebook shows anyway (the given launchers allocate outputs too)?"""
+    code = release_code()
+    given = "\n".join(
+        c.source
+        for c in nbformat.read(SOURCE, as_version=4).cells
+        if c.cell_type == "code" and not c.metadata.get("nbgrader", {}).get("solution")
+    )
+    for cell in solution_cells(SOURCE):
+        region = re.search(r"### BEGIN SOLUTION\n(.*?)### END SOLUTION", cell.source, re.S)
+        assert region, f"solution cell {cell.metadata['nbgrader']['grade_id']} has no region"
+        statements = [line.strip() for line in region.group(1).splitlines()]
+        for statement in statements:
+            if len(statement) >= 12 and not statement.startswith("#") and statement not in given:
+                assert statement not in code, f"solution line leaked: {statement!r}"
+
+
+def test_release_has_no_hidden_tests_or_markers():
+    """Are the hidden tests, the markers and the grader package absent from the release?"""
+    text = RELEASE.read_text()
+    for marker in ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS"):
+        assert marker not in text
+    code = release_code()
+    assert "expect_hidden" not in code
+    assert not re.search(r"\b(from|import) grader\b", code)
+    assert "secret" not in code
+
+
+def test_every_test_cell_is_graded_and_locked():
+    """Does every test cell carry points and a lock, and is every exercise tested twice?"""
+    graded = {
+        meta["grade_id"]: meta
+        for _, _, meta in cells(SOURCE)
+        if meta and meta.get("grade") and not meta.get("solution")
+    }
+    assert set(graded) == {
+        f"{kind}_{part}"
+        for kind in ("test", "hidden")
+        for part in ("addresses", "pass1", "pass2", "pass3")
+    }
+    assert all(meta["locked"] and meta["points"] > 0 for meta in graded.values())
+
+
+def test_solution_cells_are_the_reference():
+    """Is each solution cell, markers removed, the reference function of the same name?"""
+    reference = REFERENCE.read_text()
+    for cell in solution_cells(SOURCE):
+        text = "\n".join(
+            line
+            for line in cell.source.splitlines()
+            if "### BEGIN" not in line and "### END" not in line
+        )
+        name = next(n.name for n in ast.parse(text).body if isinstance(n, ast.FunctionDef))
+        begin, end = function_span(reference, name)
+        assert text.strip() == reference[begin:end].strip(), (
+            f"{name} differs from grader/reference.py"
+        )
+
+
+def test_source_validates():
+    """Does `nbgrader validate` pass the source notebook, solutions included?"""
+    done = course.nbgrader(course.REPO, "validate", str(SOURCE), check=False)
+    assert "Success! Your notebook passes all the tests." in done.stdout, done.stdout + done.stderr
+
+
+def test_untouched_release_fails_every_test():
+    """Does `nbgrader validate --invert` pass the untouched release (every test fails)?"""
+    done = course.nbgrader(course.REPO, "validate", "--invert", str(RELEASE), check=False)
+    assert "Success! The notebook does not pass any tests." in done.stdout, done.stdout

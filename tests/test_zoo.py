@@ -1,0 +1,49 @@
+"""Every bug in the zoo fails the check with its own hint; the reference passes."""
+
+from __future__ import annotations
+
+import pytest
+
+from grader.zoo import BUGS, REFERENCE, apply, write_bug
+from learning.workshops.check import run_check
+
+CHECKED = [b for b in BUGS if b.hint is not None]
+
+
+@pytest.mark.parametrize("bug", CHECKED, ids=[b.name for b in CHECKED])
+def test_bug_gets_its_hint(bug, tmp_path):
+    """Does `check --hint` fail this bug with exactly the hint that explains it?"""
+    timeout = 5.0 if bug.hint == "timeout" else 120.0
+    report = run_check(bug.op, write_bug(bug, tmp_path), case_timeout_s=timeout)
+    assert not report.passed
+    assert [h.id for h in report.hints] == [bug.hint], report.hints
+    assert report.hints[0].evidence
+
+
+@pytest.mark.parametrize("op", ["strided_softmax", "softmax_kernel", "copy_rows"])
+def test_reference_passes(op):
+    """Does the reference pass every public case of each op, with no hint?"""
+    report = run_check(op, REFERENCE)
+    assert report.passed, [r.detail for r in report.results if not r.passed]
+    assert report.hints == []
+
+
+def test_every_hint_rule_has_a_zoo_member():
+    """Is every hint id the rules can give proved by at least one zoo member?"""
+    from learning.workshops.hints import RULES
+
+    assert {hint_id for hint_id, _ in RULES} == {b.hint for b in CHECKED}
+
+
+@pytest.mark.parametrize("bug", BUGS, ids=[b.name for b in BUGS])
+def test_edits_apply_exactly_once(bug):
+    """Does each bug's edit change the reference (and match exactly one place)?"""
+    assert apply(REFERENCE.read_text(), bug.edits) != REFERENCE.read_text()
+
+
+def test_edit_that_matches_nothing_is_refused():
+    """Does a stale edit fail loudly instead of silently leaving the reference correct?"""
+    from grader.zoo import Edit
+
+    with pytest.raises(ValueError, match="matches 0 times"):
+        apply(REFERENCE.read_text(), (Edit("strided_softmax", "no such text", "x"),))
