@@ -46,7 +46,7 @@ class CellScore:
 
     student: str
     cell: str
-    score: float
+    score: float | None  # None: waiting for manual grading
     max_score: float
 
 
@@ -89,7 +89,7 @@ def solved_notebook(root: Path, edits: tuple[Edit, ...] = ()) -> nbformat.Notebo
             text = "\n".join(
                 line for line in solutions[grade_id].splitlines() if not _MARKER.match(line)
             )
-            cell.source = _apply_in_cell(text, edits)
+            cell.source = _apply_in_cell(text, edits) if cell.cell_type == "code" else text
     return release
 
 
@@ -159,7 +159,6 @@ def cell_scores(root: Path) -> list[CellScore]:
             except MissingEntry:  # nothing was graded for this student
                 continue
             for grade in submission.grades:
-                scores.append(
-                    CellScore(student.id, grade.name, float(grade.score), float(grade.max_score))
-                )
+                score = None if grade.score is None else float(grade.score)
+                scores.append(CellScore(student.id, grade.name, score, float(grade.max_score)))
     return scores

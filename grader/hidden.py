@@ -7,6 +7,7 @@ students never see which views, widths and dtypes are drawn.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import random
 from collections.abc import Callable
@@ -107,3 +108,41 @@ def expect_address_table(address_table: Callable) -> None:
                 "storage_offset + row*stride(0) + col*stride(1)."
             )
     print(f"address_table: {len(hidden_views())} hidden views pass.")
+
+
+def _rescaled(results, factors: dict[str, float]):
+    """A copy of `results` with each variant's times multiplied by its factor."""
+    rows = [
+        dataclasses.replace(
+            row,
+            median_ms=row.median_ms * factors.get(row.variant, 1.0),
+            min_ms=row.min_ms * factors.get(row.variant, 1.0),
+            max_ms=row.max_ms * factors.get(row.variant, 1.0),
+        )
+        for row in results.rows
+    ]
+    return dataclasses.replace(results, rows=rows)
+
+
+def expect_worksheet(worksheet: Callable) -> None:
+    """Assert that `worksheet` computes from the results it is given, copy included."""
+    from grader.reference import worksheet as reference_worksheet
+    from learning.workshops.results import H200_SAMPLE, load
+
+    sample = load(H200_SAMPLE)
+    for factors in ({}, {"copy": 1.7, "direct": 0.8}, {"copy": 0.6, "direct": 1.9}):
+        results = _rescaled(sample, factors)
+        want = reference_worksheet(results)
+        with quiet():
+            got = worksheet(results)
+        if not isinstance(got, dict) or set(got) != set(want):
+            raise AssertionError(f"worksheet must return a dict with keys {sorted(want)}")
+        for key, value in want.items():
+            same = got[key] == value if isinstance(value, str) else abs(got[key] - value) < 1e-9
+            if not same:
+                raise AssertionError(
+                    f"worksheet[{key!r}] is {got[key]!r} for a measurement where it should be "
+                    f"{value!r}: compute every entry from the results passed in (the copy "
+                    "variant's median includes the copy)."
+                )
+    print("worksheet: 3 hidden measurements pass.")

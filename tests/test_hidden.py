@@ -55,3 +55,28 @@ def test_wrong_address_table_names_the_view():
 
     with pytest.raises(AssertionError, match=r"storage offset \d+"):
         expect_address_table(no_offset)
+
+
+def test_timing_without_cuda_fails_with_one_sentence(tmp_path):
+    """Without a CUDA device, does the timing cell fail with one clear sentence?"""
+    import torch
+
+    from grader.gpu_timing import timing_points
+    from learning.workshops.timing import NoCudaError
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a CUDA device")
+    with pytest.raises(NoCudaError, match=r"^GPU timing needs a CUDA device[^\n]*\.$"):
+        timing_points(reference.strided_softmax, max_points=2, sidecar=tmp_path / "t.json")
+    assert not (tmp_path / "t.json").exists()
+
+
+@pytest.mark.parametrize(
+    ("ratio", "fraction"),
+    [(0.9, 1.0), (1.10, 1.0), (1.12, 0.75), (2.0, 0.5), (4.0, 0.25), (9, 0.1)],
+)
+def test_timing_bands(ratio, fraction):
+    """Does each student/reference ratio map to the band the notes document?"""
+    from grader.gpu_timing import band
+
+    assert band(ratio) == fraction

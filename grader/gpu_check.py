@@ -1,0 +1,193 @@
+"""The whole GPU check, for a CUDA machine: tests, check, benchmark twice, autograde.
+
+    python -m grader.gpu_check --out results/gpu
+
+Runs the GPU tests, `check --hint` on the reference and two buggy kernels, the benchmark
+twice (the spread between runs is the noise floor), the plots, and `nbgrader autograde`
+of a small cohort with the timing cell; writes everything under --out and prints a short
+table last. `scripts/gpu_check.sh` sets up nbgrader's wheels first on a bare machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from grader import course
+from grader.zoo import BUGS, Edit, write_bug
+from learning.workshops.results import load
+
+COPY_FIRST = (
+    Edit(
+        "strided_softmax",
+        "    M, N = matrix(x)\n",
+        "    x = x.contiguous()\n    M, N = matrix(x)\n",
+    ),
+)
+"""The copy-first shortcut: right values, extra traffic; the timing cell should see it."""
+
+
+def run(args: list[str], log: Path) -> tuple[int, float]:
+    """Run a command, its output to `log`; return exit status and seconds."""
+    started = time.monotonic()
+    with log.open("w") as out:
+        done = subprocess.run(args, stdout=out, stderr=subprocess.STDOUT, cwd=course.REPO)
+    return done.returncode, time.monotonic() - started
+
+
+def checks(out: Path) -> list[str]:
+    """`check --json` on the reference and two bugs, as real CUDA kernels."""
+    lines = []
+    impls = [("reference", course.REPO / "grader" / "reference.py")]
+    for name in ("ignores-column-stride", "pads-with-zero"):
+        impls.append((name, write_bug(next(b for b in BUGS if b.name == name), out)))
+    for name, path in impls:
+        log = out / f"check_{name}.json"
+        code, seconds = run(
+            [
+                sys.executable,
+                "-m",
+                "learning.workshops.check",
+                "strided_softmax",
+                "--json",
+                "--impl",
+                str(path),
+            ],
+            log,
+        )
+        report = json.loads(log.read_text())
+        passed = sum(c["passed"] for c in report["cases"])
+        hints = ",".join(h["id"] for h in report["hints"]) or "-"
+        lines.append(
+            f"check {name:<22} exit {code}  {passed}/{len(report['cases'])} pass  hints {hints}"
+            f"  {seconds:.1f} s  ({report['device']})"
+        )
+    return lines
+
+
+def benchmarks(out: Path) -> list[str]:
+    """The benchmark of the reference, twice; the table of run 1 and the spread."""
+    paths = [out / "i1_run1.json", out / "i1_run2.json"]
+    for path in paths:
+        code, _ = run(
+            [
+                sys.executable,
+                "-m",
+                "learning.workshops.benchmark",
+                "--op",
+                "strided_softmax",
+                "--impl",
+                "grader/reference.py",
+                "--output",
+                str(path),
+            ],
+            path.with_suffix(".log"),
+        )
+        if code:
+            return [f"benchmark failed (exit {code}): see {path.with_suffix('.log')}"]
+    run(
+        [sys.executable, "-m", "learning.workshops.plots", str(paths[0]), "--out", str(out)],
+        out / "plots.log",
+    )
+    first, second = load(paths[0]), load(paths[1])
+    lines = [
+        f"benchmark on {first.device} ({first.created})",
+        f"{'variant':<14}{'shape':<11}{'layout':<11}{'mode':<6}{'warps':>5}"
+        f"{'ms':>9}{'GB/s':>8}{'run2 ms':>9}",
+    ]
+    spreads = []
+    for row in first.rows:
+        other = second.find(row.variant, row.shape, row.layout, row.mode, row.num_warps)
+        spreads.append(abs(other.median_ms - row.median_ms) / row.median_ms)
+        lines.append(
+            f"{row.variant:<14}{row.shape:<11}{row.layout:<11}{row.mode:<6}"
+            f"{row.num_warps or '-':>5}{row.median_ms:>9.4f}{row.gbps_logical:>8.0f}"
+            f"{other.median_ms:>9.4f}"
+        )
+    for row in first.rows:
+        if row.variant == "direct" and row.layout == "transpose":
+            copy = first.find("copy", row.shape, "transpose", row.mode, row.num_warps)
+            lines.append(
+                f"direct/copy {row.shape} {row.mode} {row.num_warps} warps: "
+                f"{row.median_ms / copy.median_ms:.2f}"
+            )
+    lines.append(
+        f"run-to-run spread of medians: median {statistics.median(spreads):.1%}, "
+        f"max {max(spreads):.1%}"
+    )
+    return lines
+
+
+def autograde(out: Path) -> list[str]:
+    """Autograde the solution, a copy-first solution and a bug, timing cell included."""
+    shutil.rmtree(out / "course", ignore_errors=True)  # a scratch course of an earlier run
+    root = course.new_course(out / "course")
+    course.submit(root, "solution", course.solved_notebook(root))
+    course.submit(root, "copy-first", course.solved_notebook(root, COPY_FIRST))
+    bug = next(b for b in BUGS if b.name == "ignores-column-stride")
+    course.submit(root, bug.name, course.solved_notebook(root, bug.edits))
+    started = time.monotonic()
+    result = course.autograde(root)
+    seconds = time.monotonic() - started
+    (out / "autograde.log").write_text(result.log)
+    lines = [f"autograde of 3 submissions: {seconds:.0f} s; failed: {list(result.failed)}"]
+    scores: dict[str, dict[str, float]] = {}
+    for cell in course.cell_scores(root):
+        scores.setdefault(cell.student, {})[cell.cell] = cell.score
+    for student, cells in sorted(scores.items()):
+        total = sum(cells.values())
+        lines.append(f"  {student:<22} total {total:g}  timing {cells.get('hidden_timing')}")
+    sidecar = root / "autograded" / "solution" / course.ASSIGNMENT / "i1_timing.json"
+    if sidecar.exists():
+        (out / "sidecar_solution.json").write_text(sidecar.read_text())
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default="results/gpu", help="folder for logs and results")
+    parser.add_argument(
+        "--skip", nargs="*", default=[], help="steps to skip: tests check benchmark autograde"
+    )
+    args = parser.parse_args(argv)
+    out = Path(args.out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    table = []
+    if "tests" not in args.skip:
+        code, seconds = run(
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "-q",
+                "-m",
+                "gpu",
+                "-p",
+                "no:cacheprovider",
+                "tests/test_gpu.py",
+                "tests/test_benchmark.py",
+                "tests/test_evidence.py",
+            ],
+            out / "pytest_gpu.log",
+        )
+        tail = (out / "pytest_gpu.log").read_text().strip().splitlines()[-1:]
+        table.append(f"pytest -m gpu: exit {code} in {seconds:.0f} s: {' '.join(tail)}")
+    if "check" not in args.skip:
+        table += checks(out)
+    if "benchmark" not in args.skip:
+        table += benchmarks(out)
+    if "autograde" not in args.skip:
+        table += autograde(out)
+    print("\n".join(table))
+    (out / "summary.txt").write_text("\n".join(table) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,424 @@
+"""Time a softmax over real tensor views against a copy-first variant, torch and a plain copy.
+
+    python -m learning.workshops.benchmark --op strided_softmax --output results/local/i1.json
+
+For each shape, layout and mode the variants run interleaved call by call (`timing`), then
+every timed output is checked against a float64 softmax, and again on fresh inputs: a wrong
+kernel's time means nothing. Exit status: 0 when results were written, 1 when a variant
+failed its check, 2 for a usage error or a machine without a CUDA device.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import re
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from functools import partial
+from pathlib import Path
+
+import torch
+import triton
+from tqdm import tqdm
+
+from learning.workshops import contracts, timing
+from learning.workshops.cases import DTYPES, OPS, TOLERANCES
+from learning.workshops.check import UsageError, find_impl
+from learning.workshops.loader import LoadError, load_function
+from learning.workshops.results import LAYOUTS, Results, Row
+
+BENCHMARKED_OPS = ("strided_softmax",)
+DEFAULT_SHAPES = ((4096, 4096), (65536, 512))
+DEFAULT_WARPS = (4, 8)
+DEFAULT_MODES = timing.MODES
+DEFAULT_LAYOUTS = LAYOUTS
+DEFAULT_DTYPE = "float32"
+DEFAULT_REPS = 100
+
+Softmax = Callable[[torch.Tensor, int], torch.Tensor]
+
+
+class BenchmarkFailure(Exception):
+    """A variant raised or returned wrong values, so its timing means nothing."""
+
+
+@dataclass(frozen=True)
+class Config:
+    """One timed group: the logical shape the kernel sees, the input's layout, the mode."""
+
+    rows: int
+    cols: int
+    layout: str
+    mode: str
+
+    def __str__(self) -> str:
+        return f"{self.rows}x{self.cols} {self.layout} ({self.mode})"
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One softmax to time: its results name, its num_warps, and the call on an input."""
+
+    name: str
+    num_warps: int | None
+    call: Callable[[torch.Tensor], torch.Tensor]
+
+    @property
+    def label(self) -> str:
+        return self.name if self.num_warps is None else f"{self.name} num_warps={self.num_warps}"
+
+
+# --- Bytes and bandwidth -------------------------------------------------------------------
+
+
+def logical_bytes(rows: int, cols: int, element_size: int) -> int:
+    """Bytes a softmax must move at least: read every element once, write it once."""
+    return 2 * rows * cols * element_size
+
+
+def traffic_bytes(variant: str, rows: int, cols: int, element_size: int) -> int:
+    """Bytes the variant really moves: `copy` reads and writes the input once more first."""
+    factor = 2 if variant == "copy" else 1
+    return factor * logical_bytes(rows, cols, element_size)
+
+
+def gbps(nbytes: int, ms: float) -> float:
+    """Bandwidth in GB/s (1e9 bytes per second) of moving `nbytes` in `ms` milliseconds."""
+    return nbytes / (ms * 1e6)
+
+
+# --- Inputs, variants and checks -----------------------------------------------------------
+
+
+def make_input(
+    rows: int, cols: int, layout: str, dtype: torch.dtype, device: torch.device | str
+) -> torch.Tensor:
+    """Random input of logical shape (rows, cols): a transposed view, or contiguous."""
+    if layout == "transpose":
+        return torch.randn(cols, rows, dtype=dtype, device=device).t()
+    if layout == "contiguous":
+        return torch.randn(rows, cols, dtype=dtype, device=device)
+    raise ValueError(f"unknown layout {layout!r}; choose one of {', '.join(LAYOUTS)}.")
+
+
+def softmax_variants(fn: Softmax, warps: Sequence[int], layout: str) -> list[Variant]:
+    """`direct` and `copy` for each num_warps, then torch.softmax; no `copy` when contiguous."""
+    found = [Variant("direct", w, lambda x, w=w: fn(x, w)) for w in warps]
+    if layout != "contiguous":  # there x.contiguous() is x itself: nothing to compare
+        found += [Variant("copy", w, lambda x, w=w: fn(x.contiguous(), w)) for w in warps]
+    found.append(Variant("torch_softmax", None, partial(torch.softmax, dim=1)))
+    return found
+
+
+def mismatch(out: object, x: torch.Tensor) -> str | None:
+    """What is wrong with `out` as the row softmax of `x`, or None when it is right."""
+    if not isinstance(out, torch.Tensor):
+        return f"returned {type(out).__name__}, not a tensor"
+    if (out.shape, out.dtype, out.device) != (x.shape, x.dtype, x.device):
+        return (
+            f"returned shape {tuple(out.shape)} {out.dtype} on {out.device}, expected "
+            f"{tuple(x.shape)} {x.dtype} on {x.device}"
+        )
+    ref = torch.softmax(x.double(), dim=1)
+    rtol, atol = TOLERANCES[x.dtype]
+    close = torch.isclose(out.double(), ref, rtol=rtol, atol=atol)
+    if bool(close.all()):
+        return None
+    error = (out.double() - ref).abs().nan_to_num(float("inf")).max().item()
+    wrong = int((~close).sum())
+    return (
+        f"{wrong} of {close.numel()} values differ from a float64 softmax "
+        f"(largest error {error:.3g})"
+    )
+
+
+def call(variant: Variant, x: torch.Tensor, config: Config) -> torch.Tensor:
+    """The variant's output on `x`; BenchmarkFailure naming it when it raises."""
+    try:
+        return variant.call(x)
+    except Exception as exc:
+        raise BenchmarkFailure(
+            f"{variant.label} on {config} raised {type(exc).__name__}: {exc}".splitlines()[0]
+        ) from exc
+
+
+def verify(variant: Variant, x: torch.Tensor, out: torch.Tensor, config: Config) -> None:
+    """Check a timed output, then one call on fresh inputs; BenchmarkFailure says which failed."""
+    problem = mismatch(out, x)
+    if problem is None:
+        fresh = make_input(config.rows, config.cols, config.layout, x.dtype, x.device)
+        problem = mismatch(call(variant, fresh, config), fresh)
+        if problem is not None:
+            problem = f"on fresh inputs, {problem}, as if an earlier result were returned"
+    if problem is not None:
+        raise BenchmarkFailure(
+            f"{variant.label} on {config}: {problem}; a wrong result's time means nothing, so "
+            "nothing was written. Run python -m learning.workshops.check strided_softmax --hint."
+        )
+
+
+# --- Timing --------------------------------------------------------------------------------
+
+
+def make_row(
+    name: str, num_warps: int | None, config: Config, samples_ms: list[float], size: int
+) -> Row:
+    """A checked results row from raw samples; `size` is the element size in bytes."""
+    stats = timing.summarize(samples_ms)
+    logical = logical_bytes(config.rows, config.cols, size)
+    traffic = traffic_bytes(name, config.rows, config.cols, size)
+    return Row(
+        variant=name,
+        rows=config.rows,
+        cols=config.cols,
+        layout=config.layout,
+        mode=config.mode,
+        num_warps=num_warps,
+        median_ms=stats.median_ms,
+        min_ms=stats.min_ms,
+        max_ms=stats.max_ms,
+        samples=stats.samples,
+        gbps_logical=gbps(logical, stats.median_ms),
+        gbps_traffic=gbps(traffic, stats.median_ms),
+        checked=True,
+    )
+
+
+def _record(outputs: dict[str, torch.Tensor], variant: Variant, x: torch.Tensor) -> None:
+    outputs[variant.label] = variant.call(x)
+
+
+def time_config(
+    fn: Softmax, config: Config, warps: Sequence[int], dtype: torch.dtype, reps: int
+) -> list[Row]:
+    """Time every variant of one configuration interleaved, then check what each returned."""
+    device = contracts.default_device()
+    x = make_input(config.rows, config.cols, config.layout, dtype, device)
+    variants = softmax_variants(fn, warps, config.layout)
+    outputs = {v.label: call(v, x, config) for v in variants}  # compiles, and names a crash
+    src = torch.randn(config.rows * config.cols, dtype=dtype, device=device)
+    dst = torch.empty_like(src)
+    timed: dict[str, Callable[[], object]] = {
+        v.label: partial(_record, outputs, v, x) for v in variants
+    }
+    timed["roof"] = partial(dst.copy_, src)
+    samples = timing.interleaved(timed, reps, config.mode, device=device)
+    for variant in variants:
+        verify(variant, x, outputs[variant.label], config)
+    if not torch.equal(dst, src):
+        raise BenchmarkFailure(f"roof on {config}: the device copy did not copy; check the GPU.")
+    size = x.element_size()
+    rows = [make_row(v.name, v.num_warps, config, samples[v.label], size) for v in variants]
+    return rows + [make_row("roof", None, config, samples["roof"], size)]
+
+
+def require_gpu_timing() -> None:
+    """NoCudaError, in one sentence, unless kernels compile for a CUDA device."""
+    timing.require_cuda()
+    if contracts.interpreter_active():
+        raise timing.NoCudaError(
+            "TRITON_INTERPRET=1 is set, so kernels would run in Triton's interpreter and their "
+            "times would be Python's; unset it to time on the GPU."
+        )
+
+
+def run_benchmark(
+    fn: Softmax,
+    shapes: Sequence[tuple[int, int]] = DEFAULT_SHAPES,
+    warps: Sequence[int] = DEFAULT_WARPS,
+    modes: Sequence[str] = DEFAULT_MODES,
+    layouts: Sequence[str] = DEFAULT_LAYOUTS,
+    dtype: str | torch.dtype = DEFAULT_DTYPE,
+    reps: int = DEFAULT_REPS,
+    progress: bool = True,
+) -> list[Row]:
+    """Time and check `fn(x, num_warps)` in every configuration; one checked row per variant."""
+    require_gpu_timing()
+    dtype = DTYPES[dtype] if isinstance(dtype, str) else dtype
+    configs = [
+        Config(m, n, layout, mode) for m, n in shapes for layout in layouts for mode in modes
+    ]
+    rows: list[Row] = []
+    bar = tqdm(configs, desc="benchmark", unit="config", file=sys.stderr, disable=not progress)
+    with bar:  # closed on failure too, so a message after it starts on its own line
+        for config in bar:
+            bar.set_postfix_str(str(config))
+            rows += time_config(fn, config, warps, dtype, reps)
+    return rows
+
+
+def describe_run(op: str, impl: Path | str, dtype: str, rows: list[Row]) -> Results:
+    """The results of one run, with the device and the versions that produced them."""
+    device = contracts.default_device()
+    major, minor = torch.cuda.get_device_capability(device)
+    return Results(
+        op=op,
+        impl=str(impl),
+        device=torch.cuda.get_device_name(device),
+        capability=f"{major}.{minor}",
+        dtype=dtype,
+        created=datetime.now(UTC).isoformat(timespec="seconds"),
+        versions={
+            "torch": str(torch.__version__),
+            "triton": str(triton.__version__),
+            "python": platform.python_version(),
+        },
+        rows=rows,
+    )
+
+
+# --- The command ---------------------------------------------------------------------------
+
+
+def parse_shapes(text: str) -> list[tuple[int, int]]:
+    """`4096x4096,65536x512` as [(4096, 4096), (65536, 512)]; UsageError for a bad shape."""
+    shapes = []
+    for item in (part.strip() for part in text.split(",")):
+        found = re.fullmatch(r"(\d+)[xX](\d+)", item)
+        if not found:
+            raise UsageError(f"--shapes {item!r}: write each shape as ROWSxCOLS, e.g. 4096x4096.")
+        rows, cols = int(found[1]), int(found[2])
+        if rows < 1 or cols < 1:
+            raise UsageError(f"--shapes {item}: rows and columns must both be at least 1.")
+        if cols > contracts.MAX_WIDTH:
+            raise UsageError(
+                f"--shapes {item}: one program holds a whole row, so at most "
+                f"{contracts.MAX_WIDTH} columns; choose fewer columns."
+            )
+        shapes.append((rows, cols))
+    return shapes
+
+
+def parse_warps(text: str) -> list[int]:
+    """`4,8` as [4, 8]; UsageError unless each is a power of two from 1 to 32."""
+    found = []
+    for item in (part.strip() for part in text.split(",")):
+        if not re.fullmatch(r"-?\d+", item):
+            raise UsageError(f"--warps {item!r}: write whole numbers, e.g. 4,8.")
+        try:
+            found.append(contracts.warps(int(item)))
+        except ValueError as exc:
+            raise UsageError(f"--warps {item}: {exc}") from None
+    return list(dict.fromkeys(found))
+
+
+def parse_choices(text: str, allowed: Sequence[str], option: str) -> list[str]:
+    """A comma-separated list of names, each one of `allowed`, without repeats."""
+    names = [part.strip() for part in text.split(",")]
+    for name in names:
+        if name not in allowed:
+            raise UsageError(f"{option} {name!r}: choose from {', '.join(allowed)}.")
+    return list(dict.fromkeys(names))
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, the way every usage error reads
+        raise UsageError(f"{message}; see --help.")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command's options, each declared once with its default and help."""
+    p = _Parser(prog="python -m learning.workshops.benchmark", description=__doc__.splitlines()[0])
+    p.add_argument("--op", default="strided_softmax", choices=BENCHMARKED_OPS, help="what to time")
+    p.add_argument("--output", required=True, type=Path, help="the results file (JSON) to write")
+    p.add_argument("--impl", help="a .py file or notebook that defines the function")
+    shapes = ",".join(f"{m}x{n}" for m, n in DEFAULT_SHAPES)
+    p.add_argument("--shapes", default=shapes, help="logical shapes ROWSxCOLS (%(default)s)")
+    warps = ",".join(map(str, DEFAULT_WARPS))
+    p.add_argument("--warps", default=warps, help="num_warps for direct and copy (%(default)s)")
+    modes = ",".join(DEFAULT_MODES)
+    p.add_argument("--modes", default=modes, help="cold: L2 flushed first; warm (%(default)s)")
+    layouts = ",".join(DEFAULT_LAYOUTS)
+    p.add_argument("--layouts", default=layouts, help="input layouts (%(default)s)")
+    p.add_argument("--dtype", default=DEFAULT_DTYPE, choices=tuple(DTYPES), help="element type")
+    p.add_argument(
+        "--reps", type=int, default=DEFAULT_REPS, help="timed calls per variant (%(default)s)"
+    )
+    return p
+
+
+@dataclass(frozen=True)
+class Options:
+    """The command's validated options."""
+
+    op: str
+    output: Path
+    impl: str | None
+    shapes: list[tuple[int, int]]
+    warps: list[int]
+    modes: list[str]
+    layouts: list[str]
+    dtype: str
+    reps: int
+
+
+def parse_options(argv: Sequence[str] | None) -> Options:
+    """Parse and validate the command line; UsageError, in one line, for anything wrong."""
+    args = build_parser().parse_args(argv)
+    if args.reps < 1:
+        raise UsageError(f"--reps {args.reps}: time at least one call per variant, e.g. 100.")
+    if args.output.is_dir():
+        raise UsageError(f"--output {args.output} is a folder; name a file such as i1.json.")
+    return Options(
+        op=args.op,
+        output=args.output,
+        impl=args.impl,
+        shapes=parse_shapes(args.shapes),
+        warps=parse_warps(args.warps),
+        modes=parse_choices(args.modes, timing.MODES, "--modes"),
+        layouts=parse_choices(args.layouts, LAYOUTS, "--layouts"),
+        dtype=args.dtype,
+        reps=args.reps,
+    )
+
+
+def format_table(rows: Sequence[Row]) -> str:
+    """The rows as a table people read: one line per variant and configuration."""
+    lines = [
+        f"{'variant':<14}{'shape':<12}{'layout':<12}{'mode':<6}{'warps':>6}"
+        f"{'median ms':>11}{'GB/s':>9}{'traffic GB/s':>14}"
+    ]
+    for r in rows:
+        warps = "-" if r.num_warps is None else str(r.num_warps)
+        lines.append(
+            f"{r.variant:<14}{r.shape:<12}{r.layout:<12}{r.mode:<6}{warps:>6}"
+            f"{r.median_ms:>11.4f}{r.gbps_logical:>9.1f}{r.gbps_traffic:>14.1f}"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command; the exit status says how it went (0 written, 1 a check failed, 2 usage)."""
+    try:
+        options = parse_options(argv)
+        impl = find_impl(options.op, options.impl)
+        require_gpu_timing()
+        contracts.select_mode(verbose=False)
+        fn = load_function(impl, OPS[options.op].function)
+    except (UsageError, LoadError, timing.NoCudaError) as exc:
+        print(f"benchmark: {exc}", file=sys.stderr)
+        return 2
+    try:
+        rows = run_benchmark(
+            fn,
+            options.shapes,
+            options.warps,
+            options.modes,
+            options.layouts,
+            options.dtype,
+            options.reps,
+        )
+    except BenchmarkFailure as exc:
+        print(f"benchmark: {exc}", file=sys.stderr)
+        return 1
+    path = describe_run(options.op, impl, options.dtype, rows).save(options.output)
+    print(format_table(rows))
+    print(f"Wrote {len(rows)} rows to {path}.")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

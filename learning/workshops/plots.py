@@ -1,0 +1,364 @@
+"""Plots of one benchmark run: the num_warps comparison and the layout comparison.
+
+`plot_warps` shows, per shape and layout, the median time of 4 against 8 warps for the
+direct and copy-first variants, with min-max whiskers. `plot_layouts` shows, per shape and
+mode, the effective bandwidth (logical bytes) of each way to compute the softmax of a
+transposed view, with the plain device copy as the roof. Figures are built without pyplot,
+so they draw on a headless machine.
+
+    python -m learning.workshops.plots results/local/i1.json --out results/local/plots
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
+
+from learning.workshops.results import Results, ResultsError, Row, load
+
+MODES = ("cold", "warm")
+MODE_NAMES = {"cold": "cold (L2 flushed)", "warm": "warm (back to back)"}
+WARP_COLOURS = ("#4c78a8", "#f58518", "#54a24b", "#b279a2", "#9d755d")
+"""One colour per num_warps value, in increasing order of num_warps."""
+WHISKER = "#333333"
+ROOF = "#222222"
+DPI = 130
+BENCHMARK_COMMAND = "`python -m learning.workshops.benchmark --op strided_softmax --output FILE`"
+
+
+@dataclass(frozen=True)
+class Bar:
+    """One bar of the layout plot: which rows it draws, its label and colour."""
+
+    key: str
+    variant: str
+    layout: str
+    label: str
+    colour: str
+
+
+LAYOUT_BARS = (
+    Bar("direct-transpose", "direct", "transpose", "your kernel\non the transpose", "#e45756"),
+    Bar("copy-transpose", "copy", "transpose", "contiguous() first,\nthen your kernel", "#f58518"),
+    Bar("direct-contiguous", "direct", "contiguous", "your kernel\non a contiguous x", "#54a24b"),
+    Bar(
+        "torch_softmax-transpose",
+        "torch_softmax",
+        "transpose",
+        "torch.softmax\non the transpose",
+        "#4c78a8",
+    ),
+)
+"""The bars of each layout panel, left to right; a bar without rows shows `not measured`."""
+
+WARP_GROUPS = (("direct", "transpose"), ("copy", "transpose"), ("direct", "contiguous"))
+"""The (variant, layout) pairs whose num_warps are compared."""
+VARIANT_NAMES = {"direct": "direct", "copy": "copy first"}
+
+
+def plot_warps(results: Results) -> Figure:
+    """Median ms of each num_warps, per shape, layout, variant and mode, with min-max whiskers."""
+    _require_rows(results)
+    rows = [r for r in results.rows if (r.variant, r.layout) in WARP_GROUPS and r.num_warps]
+    if not rows:
+        return _message_figure(
+            results,
+            "No direct or copy-first rows in this file, so there are no num_warps to compare.",
+        )
+    shapes = _ordered(r.shape for r in rows)
+    layouts = [lay for lay in ("transpose", "contiguous") if any(r.layout == lay for r in rows)]
+    warps = sorted({r.num_warps for r in rows})
+    colours = {w: WARP_COLOURS[i % len(WARP_COLOURS)] for i, w in enumerate(warps)}
+    ratios = [max(1, len(_warp_groups(rows, lay))) for lay in layouts]
+
+    fig = Figure(figsize=(4.0 + 2.2 * sum(ratios), 3.6 * len(shapes) + 1.2), layout="constrained")
+    grid = fig.add_gridspec(len(shapes), len(layouts), width_ratios=ratios)
+    for i, shape in enumerate(shapes):
+        for j, layout in enumerate(layouts):
+            ax = fig.add_subplot(grid[i, j])
+            ax.set_label(f"warps {shape} {layout}")
+            _draw_warps_panel(ax, rows, shape, layout, warps, colours)
+            ax.set_title(f"{shape}, {layout} view", loc="left", fontsize=11)
+            ax.set_ylabel("median time (ms)")
+    handles = [Patch(color=colours[w], label=f"num_warps={w}") for w in warps]
+    handles.append(Line2D([], [], color=WHISKER, marker="_", markersize=10, label="min to max"))
+    fig.legend(handles=handles, loc="outside lower center", ncols=len(handles), frameon=False)
+    fig.suptitle(
+        f"Time per call by num_warps: {_device(results)} (lower is better)",
+        fontsize=13,
+    )
+    return fig
+
+
+def plot_layouts(results: Results) -> Figure:
+    """Effective GB/s (logical bytes) of each variant, per shape and mode, under the roof."""
+    _require_rows(results)
+    shapes = _ordered(r.shape for r in results.rows)
+    modes = [m for m in MODES if any(r.mode == m for r in results.rows)]
+    fig = Figure(figsize=(max(11.0, 6.8 * len(modes)), 4.6 * len(shapes) + 1.2))
+    fig.set_layout_engine("constrained")
+    axes = fig.subplots(len(shapes), len(modes), squeeze=False)
+    for i, shape in enumerate(shapes):
+        # One scale per shape, so cold and warm compare at a glance.
+        top = 1.15 * max(
+            (
+                max(r.gbps_logical, r.gbps_traffic)
+                for r in results.rows
+                if r.shape == shape and _on_layout_plot(r)
+            ),
+            default=1.0,
+        )
+        for j, mode in enumerate(modes):
+            ax = axes[i][j]
+            ax.set_label(f"layouts {shape} {mode}")
+            _draw_layout_panel(ax, results, shape, mode, top)
+            ax.set_title(f"{shape}, {MODE_NAMES[mode]}", loc="left", fontsize=11)
+            if j == 0:
+                ax.set_ylabel("effective bandwidth (GB/s)\nlogical bytes: 2 x M x N x size")
+    handles = []
+    if any(r.variant == "copy" for r in results.rows):
+        handles.append(
+            Patch(
+                facecolor="white",
+                edgecolor="#555555",
+                hatch="///",
+                label="contiguous() first: real traffic (the copy reads and writes x once more)",
+            )
+        )
+    if any(r.variant == "roof" for r in results.rows):
+        handles.append(Line2D([], [], color=ROOF, linestyle="--", label="roof: plain device copy"))
+    if handles:
+        fig.legend(handles=handles, loc="outside lower center", ncols=2, frameon=False)
+    fig.suptitle(
+        f"Softmax bandwidth by layout: {_device(results)} (higher is better; best num_warps shown)",
+        fontsize=13,
+    )
+    return fig
+
+
+def save_plots(results: Results, folder: Path | str) -> list[Path]:
+    """Write `warps.png` and `layouts.png` into `folder`; return their paths."""
+    _require_rows(results)
+    out = Path(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for name, plot in (("warps.png", plot_warps), ("layouts.png", plot_layouts)):
+        path = out / name
+        plot(results).savefig(path, dpi=DPI, format="png")
+        paths.append(path)
+    return paths
+
+
+def _require_rows(results: Results) -> None:
+    if not results.rows:
+        raise ValueError(
+            f"the results file has no rows, so there is nothing to plot; run {BENCHMARK_COMMAND} "
+            "on a CUDA machine to measure some."
+        )
+
+
+def _ordered(values: Iterable[str]) -> list[str]:
+    """Distinct values in order of first appearance (the benchmark's order)."""
+    return list(dict.fromkeys(values))
+
+
+def _device(results: Results) -> str:
+    return f"{results.device}, {results.dtype}"
+
+
+def _warp_groups(rows: list[Row], layout: str) -> list[tuple[str, str]]:
+    """The (variant, mode) groups measured for `layout`, in a fixed order."""
+    present = {(r.variant, r.mode) for r in rows if r.layout == layout}
+    return [(v, m) for v, lay in WARP_GROUPS if lay == layout for m in MODES if (v, m) in present]
+
+
+def _draw_warps_panel(
+    ax: Axes, rows: list[Row], shape: str, layout: str, warps: list[int], colours: dict
+) -> None:
+    groups = _warp_groups(rows, layout)
+    width = 0.8 / len(warps)
+    by_key = {
+        (r.variant, r.mode, r.num_warps): r for r in rows if (r.shape, r.layout) == (shape, layout)
+    }
+    top = max((r.max_ms for r in by_key.values()), default=1.0)
+    for g, (variant, mode) in enumerate(groups):
+        for k, w in enumerate(warps):
+            row = by_key.get((variant, mode, w))
+            if row is None:
+                continue
+            x = g + (k - (len(warps) - 1) / 2) * width
+            err = [[row.median_ms - row.min_ms], [row.max_ms - row.median_ms]]
+            bars = ax.bar(
+                x,
+                row.median_ms,
+                width * 0.92,
+                color=colours[w],
+                yerr=err,
+                error_kw={"ecolor": WHISKER, "capsize": 3, "elinewidth": 1},
+            )
+            bars.patches[0].set_gid(f"warps:{shape}:{layout}:{variant}:{mode}:{w}")
+            ax.annotate(
+                f"{row.median_ms:.3g}",
+                (x, row.max_ms),
+                xytext=(0, 2),
+                textcoords="offset points",
+                ha="center",
+                va="bottom",
+                fontsize=8,
+            )
+    ax.set_xticks(range(len(groups)), [f"{VARIANT_NAMES[v]}\n{m}" for v, m in groups])
+    ax.set_xlim(-0.6, len(groups) - 0.4)
+    ax.set_ylim(0, top * 1.15)
+    ax.grid(axis="y", alpha=0.3)
+    ax.set_axisbelow(True)
+    if not by_key:
+        ax.text(0.5, 0.5, "not measured", transform=ax.transAxes, ha="center", color="#888888")
+
+
+def _best(results: Results, shape: str, layout: str, mode: str, variant: str) -> Row | None:
+    """The fastest row of `variant` (over num_warps) for one shape, layout and mode."""
+    rows = [
+        r
+        for r in results.rows
+        if (r.variant, r.shape, r.layout, r.mode) == (variant, shape, layout, mode)
+    ]
+    return min(rows, key=lambda r: r.median_ms, default=None)
+
+
+def _roof(results: Results, shape: str, mode: str) -> Row | None:
+    """The fastest roof row for one shape and mode.
+
+    The benchmark times a plain copy of a contiguous tensor beside every configuration, so a
+    roof row may carry either layout; the fastest is the ceiling.
+    """
+    roofs = [r for r in results.rows if (r.variant, r.shape, r.mode) == ("roof", shape, mode)]
+    return min(roofs, key=lambda r: r.median_ms, default=None)
+
+
+def _on_layout_plot(row: Row) -> bool:
+    """Whether the layout plot draws `row`: one of its bars, or the roof."""
+    if row.variant == "roof":
+        return True
+    return any((row.variant, row.layout) == (b.variant, b.layout) for b in LAYOUT_BARS)
+
+
+def _draw_layout_panel(ax: Axes, results: Results, shape: str, mode: str, top: float) -> None:
+    drawn = [
+        (x, bar, _best(results, shape, bar.layout, mode, bar.variant))
+        for x, bar in enumerate(LAYOUT_BARS)
+    ]
+    roof = _roof(results, shape, mode)
+    for x, bar, row in drawn:
+        if row is None:
+            ax.text(x, 0, "not\nmeasured", ha="center", va="bottom", fontsize=8, color="#888888")
+            continue
+        patch = ax.bar(x, row.gbps_logical, 0.7, color=bar.colour).patches[0]
+        patch.set_gid(f"layouts:{shape}:{mode}:{bar.key}")
+        label = f"{row.gbps_logical:,.0f} GB/s"
+        if row.num_warps:
+            label += f"\n{row.num_warps} warps"
+        if bar.variant == "copy" and row.gbps_traffic > row.gbps_logical:
+            _draw_traffic(ax, x, row, bar, f"layouts:{shape}:{mode}:{bar.key}-traffic", label, top)
+        else:
+            _label_bar(ax, x, row.gbps_logical, label, top)
+    if roof is not None:
+        line = ax.axhline(roof.gbps_logical, color=ROOF, linestyle="--", linewidth=1.2)
+        line.set_gid(f"roof:{shape}:{mode}")
+        ax.annotate(
+            f"roof {roof.gbps_logical:,.0f} GB/s",
+            (1.0, roof.gbps_logical),
+            xycoords=("axes fraction", "data"),
+            xytext=(-4, 3),
+            textcoords="offset points",
+            ha="right",
+            va="bottom",
+            fontsize=8,
+        )
+    ax.set_xticks(range(len(LAYOUT_BARS)), [b.label for b in LAYOUT_BARS], fontsize=9)
+    ax.set_xlim(-0.6, len(LAYOUT_BARS) - 0.4)
+    ax.set_ylim(0, top)
+    ax.grid(axis="y", alpha=0.3)
+    ax.set_axisbelow(True)
+
+
+def _draw_traffic(ax: Axes, x: float, row: Row, bar: Bar, gid: str, label: str, top: float) -> None:
+    """Stack the copy's extra traffic, hatched, on its logical bar, and label both values."""
+    extra = row.gbps_traffic - row.gbps_logical
+    patch = ax.bar(
+        x, extra, 0.7, bottom=row.gbps_logical, facecolor="white", edgecolor=bar.colour, hatch="///"
+    ).patches[0]
+    patch.set_gid(gid)
+    real = f"real traffic\n{row.gbps_traffic:,.0f} GB/s"
+    if min(extra, row.gbps_logical) < 0.2 * top:
+        # Too short to hold labels inside: one label above the whole stack.
+        _label_bar(ax, x, row.gbps_traffic, f"{real}\nlogical {label}", top=float("inf"))
+        return
+    _label_bar(ax, x, row.gbps_logical, label, top)
+    ax.annotate(
+        real,
+        (x, row.gbps_traffic),
+        xytext=(0, -4),
+        textcoords="offset points",
+        ha="center",
+        va="top",
+        fontsize=8,
+        bbox={"facecolor": "white", "edgecolor": "none", "pad": 1},
+    )
+
+
+def _label_bar(ax: Axes, x: float, height: float, label: str, top: float) -> None:
+    """Write `label` inside the top of a tall bar (clear of the roof line), above a short one."""
+    inside = height > 0.2 * top
+    ax.annotate(
+        label,
+        (x, height),
+        xytext=(0, -4 if inside else 3),
+        textcoords="offset points",
+        ha="center",
+        va="top" if inside else "bottom",
+        fontsize=8,
+        color="white" if inside else "black",
+        fontweight="bold" if inside else None,
+    )
+
+
+def _message_figure(results: Results, message: str) -> Figure:
+    fig = Figure(figsize=(7, 2))
+    fig.text(0.5, 0.5, message, ha="center", va="center", fontsize=11)
+    fig.suptitle(_device(results))
+    return fig
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m learning.workshops.plots", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument("results", help="a results file written by the benchmark")
+    parser.add_argument(
+        "--out", help="folder for warps.png and layouts.png (default: the results file's folder)"
+    )
+    args = parser.parse_args(argv)
+    try:
+        results = load(args.results)
+    except ResultsError as exc:
+        sys.stderr.write(f"plots: {exc}; pass a file written by {BENCHMARK_COMMAND}.\n")
+        return 2
+    try:
+        paths = save_plots(results, args.out or Path(args.results).parent)
+    except ValueError as exc:
+        sys.stderr.write(f"plots: {exc}\n")
+        return 2
+    sys.stdout.write("".join(f"wrote {p}\n" for p in paths))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

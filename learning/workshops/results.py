@@ -1,0 +1,130 @@
+"""The benchmark's results file: typed rows, written and read with validation.
+
+One file holds one run: the device, the versions, and one row per (variant, shape, layout,
+mode, num_warps). A file that does not match the schema is refused with its reason.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+
+SCHEMA = "i1-benchmark/1"
+VARIANTS = ("direct", "copy", "torch_softmax", "roof")
+"""direct: the student's kernel on the view; copy: the same after x.contiguous(), the copy
+timed; torch_softmax: torch.softmax on the same view; roof: a plain device copy of a
+contiguous tensor of the same size, the bandwidth to compare against."""
+LAYOUTS = ("transpose", "contiguous")
+H200_SAMPLE = Path(__file__).with_name("data") / "h200_i1.json"
+"""A run of the reference on an NVIDIA H200, for students without a GPU (its note says when)."""
+
+
+class ResultsError(ValueError):
+    """A results file is missing, unreadable or does not match the schema."""
+
+
+@dataclass(frozen=True)
+class Row:
+    """One timed configuration: milliseconds and bandwidth."""
+
+    variant: str
+    rows: int
+    cols: int
+    layout: str
+    mode: str
+    num_warps: int | None
+    median_ms: float
+    min_ms: float
+    max_ms: float
+    samples: int
+    gbps_logical: float
+    gbps_traffic: float
+    checked: bool
+
+    @property
+    def shape(self) -> str:
+        return f"{self.rows}x{self.cols}"
+
+
+@dataclass
+class Results:
+    """One benchmark run."""
+
+    op: str
+    impl: str
+    device: str
+    capability: str
+    dtype: str
+    created: str
+    versions: dict[str, str]
+    rows: list[Row] = field(default_factory=list)
+    note: str = ""
+    schema: str = SCHEMA
+
+    def find(self, variant: str, shape: str, layout: str, mode: str, num_warps: int | None) -> Row:
+        """The row for one configuration; KeyError naming it when absent."""
+        for row in self.rows:
+            if (row.variant, row.shape, row.layout, row.mode, row.num_warps) == (
+                variant,
+                shape,
+                layout,
+                mode,
+                num_warps,
+            ):
+                return row
+        raise KeyError(f"no {variant} row for {shape} {layout} {mode} num_warps={num_warps}")
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    def save(self, path: Path) -> Path:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(self.to_json(), indent=2) + "\n")
+        return path
+
+
+def load(path: Path | str) -> Results:
+    """Read and validate a results file; ResultsError says what is wrong."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+    except OSError as exc:
+        raise ResultsError(f"cannot read {path}: {exc.strerror}") from None
+    except json.JSONDecodeError as exc:
+        raise ResultsError(f"{path} is not JSON ({exc.msg}, line {exc.lineno})") from None
+    return from_json(data, str(path))
+
+
+def from_json(data: object, where: str = "results") -> Results:
+    """Build Results from parsed JSON, checking every field."""
+    if not isinstance(data, dict):
+        raise ResultsError(f"{where}: expected a JSON object")
+    if data.get("schema") != SCHEMA:
+        raise ResultsError(f"{where}: schema is {data.get('schema')!r}, expected {SCHEMA!r}")
+    top = {f.name for f in fields(Results)}
+    missing = top - set(data) - {"note"}
+    if missing:
+        raise ResultsError(f"{where}: missing {', '.join(sorted(missing))}")
+    rows = []
+    for i, raw in enumerate(data["rows"]):
+        rows.append(_row(raw, f"{where}: row {i}"))
+    return Results(**{k: v for k, v in data.items() if k in top and k != "rows"}, rows=rows)
+
+
+def _row(raw: object, where: str) -> Row:
+    if not isinstance(raw, dict):
+        raise ResultsError(f"{where}: expected an object")
+    names = {f.name for f in fields(Row)}
+    if set(raw) != names:
+        raise ResultsError(f"{where}: fields {sorted(set(raw) ^ names)} missing or unexpected")
+    row = Row(**raw)
+    if row.variant not in VARIANTS:
+        raise ResultsError(f"{where}: unknown variant {row.variant!r}")
+    if row.layout not in LAYOUTS:
+        raise ResultsError(f"{where}: unknown layout {row.layout!r}")
+    if row.mode not in ("cold", "warm"):
+        raise ResultsError(f"{where}: unknown mode {row.mode!r}")
+    if not 0 < row.min_ms <= row.median_ms <= row.max_ms:
+        raise ResultsError(f"{where}: times must satisfy 0 < min <= median <= max")
+    return row

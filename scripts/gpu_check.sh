@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The whole GPU check on a CUDA machine with torch and triton but no Jupyter or index:
+# installs nbgrader's wheels from .whl/ (fetch them with ../shared/gpu/fetch-autograde-wheels.sh
+# on a machine with an index), then runs grader.gpu_check, which prints a short table last.
+# Usage: scripts/gpu_check.sh OUT_FOLDER [--skip STEP ...]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=${1:-results/gpu}
+shift || true
+export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+if [ -d .whl ] && ! python3 -c 'import nbgrader' 2>/dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/site .whl/*.whl
+  export PYTHONPATH=/tmp/site:$PYTHONPATH PATH=/tmp/site/bin:$PATH
+  python3 -m ipykernel install --user --name python3 >/dev/null
+fi
+nvidia-smi --query-gpu=index,name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv
+python3 -c 'import sys, torch, triton; print("python", sys.version.split()[0], "torch", torch.__version__, "triton", triton.__version__, "gpus", torch.cuda.device_count())'
+python3 -m grader.gpu_check --out "$out" "$@"

@@ -1,0 +1,73 @@
+"""Tests that need a CUDA device: real kernels, real timing. Skipped without one."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
+]
+
+
+def test_reference_on_cuda_views():
+    """Does the reference compute every public view right on a real GPU?"""
+    import grader.reference as reference
+    from learning.workshops.testing import expect_cases
+
+    expect_cases(reference.strided_softmax, "strided_softmax")
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two CUDA devices")
+def test_input_on_non_current_device():
+    """With two GPUs, is an input on the non-current one computed right, on its device?"""
+    import grader.reference as reference
+
+    torch.cuda.set_device(0)
+    x = torch.randn(300, 700, device="cuda:1").t()
+    y = reference.strided_softmax(x)
+    assert y.device == x.device
+    torch.testing.assert_close(y.double(), torch.softmax(x.double(), dim=1), rtol=1e-5, atol=1e-6)
+
+
+def test_timing_points_for_the_reference(tmp_path):
+    """Does the reference, timed against itself, earn full points and write a sidecar?"""
+    import grader.reference as reference
+    from grader.gpu_timing import timing_points
+
+    sidecar = tmp_path / "i1_timing.json"
+    points = timing_points(reference.strided_softmax, max_points=2, sidecar=sidecar)
+    record = json.loads(sidecar.read_text())
+    assert points == 2
+    assert record["points"] == 2
+    assert all(s["correct"] and 0.9 < s["ratio"] < 1.1 for s in record["shapes"])
+
+
+def test_timing_catches_a_copy_first_kernel(tmp_path):
+    """Does a kernel that copies its input first score below full points on transposes?"""
+    import grader.reference as reference
+    from grader.gpu_timing import timing_points
+
+    def copy_first(x, num_warps=4):
+        return reference.strided_softmax(x.contiguous(), num_warps)
+
+    points = timing_points(copy_first, max_points=2, sidecar=tmp_path / "t.json")
+    assert points < 2
+
+
+def test_timing_gives_zero_for_a_stale_kernel(tmp_path):
+    """Does a kernel that replays its first result get no timing points?"""
+    import grader.reference as reference
+    from grader.gpu_timing import timing_points
+
+    cache = {}
+
+    def stale(x, num_warps=4):
+        if x.shape not in cache:
+            cache[x.shape] = reference.strided_softmax(x, num_warps)
+        return cache[x.shape]
+
+    assert timing_points(stale, max_points=2, sidecar=tmp_path / "t.json") == 0

@@ -1,0 +1,280 @@
+"""Tests for the benchmark plots: the num_warps comparison, the layout comparison, the CLI."""
+
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+import sys
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import pytest  # noqa: E402
+from matplotlib.axes import Axes  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.patches import Rectangle  # noqa: E402
+
+from learning.workshops import plots  # noqa: E402
+from learning.workshops.results import H200_SAMPLE, Results, Row, load  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURE = H200_SAMPLE  # measured on an H200; its note says when and how
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="module")
+def results() -> Results:
+    return load(FIXTURE)
+
+
+def bars(fig: Figure, prefix: str) -> dict[str, Rectangle]:
+    """Every bar in `fig` whose gid starts with `prefix`, keyed by gid."""
+    return {
+        p.get_gid(): p
+        for ax in fig.axes
+        for p in ax.patches
+        if p.get_gid() and p.get_gid().startswith(prefix)
+    }
+
+
+def panel(fig: Figure, label: str) -> Axes:
+    return next(ax for ax in fig.axes if ax.get_label() == label)
+
+
+def texts(ax: Axes) -> list[str]:
+    return [t.get_text() for t in ax.texts]
+
+
+def without(results: Results, drop) -> Results:
+    return dataclasses.replace(results, rows=[r for r in results.rows if not drop(r)])
+
+
+def best(results: Results, variant: str, shape: str, layout: str, mode: str) -> Row:
+    rows = [
+        r
+        for r in results.rows
+        if (r.variant, r.shape, r.layout, r.mode) == (variant, shape, layout, mode)
+    ]
+    return min(rows, key=lambda r: r.median_ms)
+
+
+def fastest_roof(results: Results, shape: str, mode: str) -> Row:
+    """The roof rows are timed beside each layout's configurations; the fastest is the ceiling."""
+    roofs = [r for r in results.rows if (r.variant, r.shape, r.mode) == ("roof", shape, mode)]
+    assert len(roofs) == 2
+    return min(roofs, key=lambda r: r.median_ms)
+
+
+def test_fixture_says_where_it_was_measured(results):
+    """Does the fixture say, in its note and device, that it was measured on an H200?"""
+    assert results.device == "NVIDIA H200"
+    assert "Measured on an NVIDIA H200" in results.note
+    assert results.device == "NVIDIA H200"
+    assert {r.shape for r in results.rows} == {"4096x4096", "65536x512"}
+
+
+def test_warps_plot_has_one_bar_per_variant_mode_and_warps(results):
+    """Does the warps plot draw one bar per (variant, layout, mode, num_warps) and shape?"""
+    fig = plots.plot_warps(results)
+    expected = {
+        f"warps:{r.shape}:{r.layout}:{r.variant}:{r.mode}:{r.num_warps}"
+        for r in results.rows
+        if r.variant in ("direct", "copy")
+    }
+    assert len(expected) == 24
+    assert set(bars(fig, "warps:")) == expected
+
+
+def test_warps_bar_heights_are_the_medians(results):
+    """Is each warps bar as tall as the median milliseconds in the file?"""
+    drawn = bars(plots.plot_warps(results), "warps:")
+    for r in results.rows:
+        if r.variant in ("direct", "copy"):
+            gid = f"warps:{r.shape}:{r.layout}:{r.variant}:{r.mode}:{r.num_warps}"
+            assert drawn[gid].get_height() == pytest.approx(r.median_ms)
+
+
+def test_warps_whiskers_span_min_to_max(results):
+    """Does each warps bar carry a whisker from its min to its max milliseconds?"""
+    fig = plots.plot_warps(results)
+    row = results.find("direct", "4096x4096", "transpose", "cold", 8)
+    gid = "warps:4096x4096:transpose:direct:cold:8"
+    container = next(
+        c
+        for ax in fig.axes
+        for c in ax.containers
+        if getattr(c, "patches", None) and c.patches[0].get_gid() == gid
+    )
+    (segment,) = container.errorbar.lines[2][0].get_segments()
+    assert sorted(segment[:, 1]) == pytest.approx([row.min_ms, row.max_ms])
+
+
+def test_warps_plot_names_device_dtype_and_units(results):
+    """Does the warps plot name the device and dtype, and label its axis in ms, with a legend?"""
+    fig = plots.plot_warps(results)
+    assert "NVIDIA H200" in fig.get_suptitle()
+    assert "float32" in fig.get_suptitle()
+    assert all("(ms)" in ax.get_ylabel() for ax in fig.axes)
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert legend[:2] == ["num_warps=4", "num_warps=8"]
+
+
+def test_layout_bars_are_the_best_warps_logical_gbps(results):
+    """Is each layout bar the logical GB/s of its variant's fastest num_warps?"""
+    drawn = bars(plots.plot_layouts(results), "layouts:")
+    for shape in ("4096x4096", "65536x512"):
+        for mode in ("cold", "warm"):
+            for key, variant, layout in (
+                ("direct-transpose", "direct", "transpose"),
+                ("copy-transpose", "copy", "transpose"),
+                ("direct-contiguous", "direct", "contiguous"),
+                ("torch_softmax-transpose", "torch_softmax", "transpose"),
+            ):
+                row = best(results, variant, shape, layout, mode)
+                bar = drawn[f"layouts:{shape}:{mode}:{key}"]
+                assert bar.get_height() == pytest.approx(row.gbps_logical)
+
+
+def test_copy_bar_shows_its_real_traffic(results):
+    """Does the copy-first bar stack its real traffic, hatched, up to gbps_traffic?"""
+    drawn = bars(plots.plot_layouts(results), "layouts:")
+    row = best(results, "copy", "65536x512", "transpose", "warm")
+    extra = drawn["layouts:65536x512:warm:copy-transpose-traffic"]
+    assert extra.get_y() == pytest.approx(row.gbps_logical)
+    assert extra.get_y() + extra.get_height() == pytest.approx(row.gbps_traffic)
+    assert extra.get_hatch()
+
+
+def test_roof_line_is_at_the_roof_gbps(results):
+    """Is the roof line of each layout panel at the fastest roof row's GB/s?"""
+    fig = plots.plot_layouts(results)
+    for shape in ("4096x4096", "65536x512"):
+        for mode in ("cold", "warm"):
+            roof = fastest_roof(results, shape, mode)
+            ax = panel(fig, f"layouts {shape} {mode}")
+            (line,) = [ln for ln in ax.lines if ln.get_gid() == f"roof:{shape}:{mode}"]
+            assert list(line.get_ydata()) == pytest.approx([roof.gbps_logical] * 2)
+
+
+def test_layout_bars_are_annotated_with_their_values(results):
+    """Does every layout bar carry its GB/s as text, and the roof its value?"""
+    fig = plots.plot_layouts(results)
+    ax = panel(fig, "layouts 4096x4096 cold")
+    written = "\n".join(texts(ax))
+    for variant, layout in (("direct", "transpose"), ("direct", "contiguous")):
+        row = best(results, variant, "4096x4096", layout, "cold")
+        assert f"{row.gbps_logical:,.0f} GB/s" in written
+    copy = best(results, "copy", "4096x4096", "transpose", "cold")
+    assert f"{copy.gbps_traffic:,.0f} GB/s" in written
+    roof = fastest_roof(results, "4096x4096", "cold")
+    assert f"roof {roof.gbps_logical:,.0f} GB/s" in written
+
+
+def test_layout_axis_is_labelled_in_gbps(results):
+    """Is the layout plot's bandwidth axis labelled in GB/s, with the device in the title?"""
+    fig = plots.plot_layouts(results)
+    assert "GB/s" in panel(fig, "layouts 65536x512 cold").get_ylabel()
+    assert "NVIDIA H200, float32" in fig.get_suptitle()
+    assert fig.legends
+
+
+def test_roof_measured_beside_either_layout_is_drawn(results):
+    """Is the roof drawn, at the fastest roof, when only transpose configurations were timed?"""
+    transposed = without(results, lambda r: r.layout == "contiguous")
+    fig = plots.plot_layouts(transposed)
+    roof = best(transposed, "roof", "65536x512", "transpose", "cold")
+    ax = panel(fig, "layouts 65536x512 cold")
+    (line,) = [ln for ln in ax.lines if ln.get_gid() == "roof:65536x512:cold"]
+    assert list(line.get_ydata()) == pytest.approx([roof.gbps_logical] * 2)
+    assert "not\nmeasured" in texts(ax)
+
+
+def test_only_four_warps_and_cold_still_draws(results):
+    """Does a file measured with only 4 warps, cold, draw what exists?"""
+    partial = without(results, lambda r: r.num_warps == 8 or r.mode == "warm")
+    warps = bars(plots.plot_warps(partial), "warps:")
+    assert warps and all(gid.endswith(":cold:4") for gid in warps)
+    layouts = plots.plot_layouts(partial)
+    assert {ax.get_label() for ax in layouts.axes} == {
+        "layouts 4096x4096 cold",
+        "layouts 65536x512 cold",
+    }
+
+
+def test_missing_variants_are_marked_not_measured(results):
+    """Is a variant without rows marked `not measured` instead of crashing the plot?"""
+    partial = without(results, lambda r: r.variant in ("copy", "roof"))
+    fig = plots.plot_layouts(partial)
+    ax = panel(fig, "layouts 4096x4096 warm")
+    assert "not\nmeasured" in texts(ax)
+    assert not [ln for ln in ax.lines if ln.get_gid()]
+    assert not bars(plots.plot_warps(partial), "warps:4096x4096:transpose:copy")
+
+
+def test_file_without_kernel_rows_draws_a_message(results):
+    """Does a file with only roof rows give a warps figure that says why it is empty?"""
+    fig = plots.plot_warps(without(results, lambda r: r.variant != "roof"))
+    assert any("no num_warps to compare" in t.get_text() for t in fig.texts)
+
+
+def test_empty_results_raise_a_clear_value_error(results):
+    """Does a results file with no rows raise a ValueError that says so?"""
+    empty = dataclasses.replace(results, rows=[])
+    for plot in (plots.plot_warps, plots.plot_layouts):
+        with pytest.raises(ValueError, match="no rows, so there is nothing to plot"):
+            plot(empty)
+
+
+def test_save_plots_writes_two_pngs(results, tmp_path):
+    """Does save_plots write warps.png and layouts.png and return their paths?"""
+    paths = plots.save_plots(results, tmp_path / "new")
+    assert [p.name for p in paths] == ["warps.png", "layouts.png"]
+    assert all(p.read_bytes().startswith(PNG_MAGIC) for p in paths)
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "learning.workshops.plots", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_cli_writes_both_pngs(tmp_path):
+    """Does the CLI write both PNGs into --out and say where?"""
+    done = run_cli(str(FIXTURE), "--out", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    for name in ("warps.png", "layouts.png"):
+        assert (tmp_path / name).read_bytes().startswith(PNG_MAGIC)
+        assert f"wrote {tmp_path / name}" in done.stdout
+
+
+def test_cli_refuses_a_bad_file_in_one_line(tmp_path):
+    """Does a bad results file give exit status 2 and a one-line message naming the problem?"""
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"schema": "something-else"}')
+    done = run_cli(str(bad), "--out", str(tmp_path / "plots"))
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1
+    assert done.stderr.startswith(f"plots: {bad}: schema is 'something-else'")
+    assert "learning.workshops.benchmark" in done.stderr
+    assert not (tmp_path / "plots").exists()
+
+
+def test_cli_refuses_an_empty_file_in_one_line(results, tmp_path, capsys):
+    """Does a results file with no rows give exit status 2 and one line, not a traceback?"""
+    empty = dataclasses.replace(results, rows=[]).save(tmp_path / "empty.json")
+    assert plots.main([str(empty), "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "no rows, so there is nothing to plot" in err
+
+
+def test_cli_refuses_a_missing_file(tmp_path, capsys):
+    """Does a path that does not exist give exit status 2 and say it cannot be read?"""
+    assert plots.main([str(tmp_path / "nope.json")]) == 2
+    assert "cannot read" in capsys.readouterr().err
