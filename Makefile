@@ -2,11 +2,11 @@
 export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
 PYTHON ?= python3
 
-.PHONY: demo test lint release check
+.PHONY: demo test release check student-bundle
 
-demo:  ## build the release, autograde a sample cohort in a scratch course, print scores
+demo:  ## build the release, autograde the sample cohort in a scratch course, write the report
 	$(PYTHON) -m nbgrader generate_assignment i1_strided_softmax --force --log-level=WARN
-	$(PYTHON) -m grader.demo --course scratch/demo
+	$(PYTHON) -m grader.demo --course scratch/demo --report reports/cohort
 
 test:  ## every test (GPU tests skip without a CUDA device)
 	$(PYTHON) -m ruff check .
@@ -18,3 +18,6 @@ release:  ## regenerate release/ from source/ (commit both)
 
 check:  ## check the reference solution, as a student checks their work
 	$(PYTHON) -m learning.workshops.check strided_softmax --hint --impl grader/reference.py
+
+student-bundle:  ## the zip students get: release notebooks, learning/, environment, README
+	$(PYTHON) -m grader.bundle --out dist/i1-student.zip

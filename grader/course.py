@@ -65,9 +65,24 @@ def nbgrader(root: Path, *args: str, check: bool = True) -> subprocess.Completed
     return done
 
 
+SCRATCH_MARK = ".i1-scratch-course"
+"""A file that marks a folder as a scratch course this module made (and may replace)."""
+
+
 def new_course(root: Path) -> Path:
-    """A course at `root` with this repository's config and source, and a fresh release."""
+    """A course at `root` with this repository's config and source, and a fresh release.
+
+    An earlier scratch course at `root` is replaced; any other non-empty folder is refused,
+    so a mistyped path can never wipe a real course or its students' work.
+    """
+    if root.exists() and any(root.iterdir()):
+        if not (root / SCRATCH_MARK).is_file():
+            raise CourseError(
+                f"{root} exists and is not a scratch course; choose an empty or new folder."
+            )
+        shutil.rmtree(root)
     root.mkdir(parents=True, exist_ok=True)
+    (root / SCRATCH_MARK).write_text("made by grader.course.new_course; safe to delete\n")
     shutil.copy(REPO / "nbgrader_config.py", root / "nbgrader_config.py")
     shutil.copytree(REPO / "source" / ASSIGNMENT, root / "source" / ASSIGNMENT)
     nbgrader(root, "generate_assignment", ASSIGNMENT, "--force")
@@ -159,6 +174,7 @@ def cell_scores(root: Path) -> list[CellScore]:
             except MissingEntry:  # nothing was graded for this student
                 continue
             for grade in submission.grades:
-                score = None if grade.score is None else float(grade.score)
+                ungraded = grade.auto_score is None and grade.manual_score is None
+                score = None if ungraded else float(grade.score)  # nbgrader says 0.0
                 scores.append(CellScore(student.id, grade.name, score, float(grade.max_score)))
     return scores

@@ -1,15 +1,17 @@
-"""The demo: build the release, autograde a small cohort in a scratch course, print scores.
+"""The demo: a sample cohort in a scratch course, autograded, and the instructor's report.
 
-    python -m grader.demo [--course scratch/demo]
+    python -m grader.demo [--course scratch/demo] [--report reports/cohort] [--workers 2]
 
-The scratch course holds its own gradebook and submissions; the real course's student
-folders are never touched.
+Builds the sample cohort (`grader.sample_cohort`) in a scratch course with its own
+gradebook, autogrades it, prints the scores and writes the cohort report. The real
+course's student folders are never touched: a folder that is not a scratch course is
+refused. On a CUDA machine the timing cells run and the report includes their plots.
 """
 
 from __future__ import annotations
 
 import argparse
-import shutil
+import os
 import sys
 import time
 from collections import defaultdict
@@ -17,67 +19,55 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from grader import course
-from grader.zoo import BUGS
-
-COHORT = (
-    "ignores-column-stride",
-    "adds-storage-offset",
-    "pads-with-zero",
-    "launches-for-zero-rows",
-    "segfaults",
-)
-
-
-def build_cohort(root: Path) -> list[str]:
-    """Submit the solution, the untouched release and a few zoo bugs; return the students."""
-    course.submit(root, "solution", course.solved_notebook(root))
-    course.submit_release(root, "untouched")
-    bugs = {bug.name: bug for bug in BUGS}
-    for name in COHORT:
-        course.submit(root, name, course.solved_notebook(root, bugs[name].edits))
-    return ["solution", "untouched", *COHORT]
+from grader import cohort, course, sample_cohort
+from grader.parallel import autograde_parallel
+from learning.workshops.results import H200_SAMPLE
 
 
 def score_table(root: Path, students: list[str], failed: tuple[str, ...]) -> str:
-    """Per-cell scores, one line per student, with totals."""
-    scores: dict[str, dict[str, float]] = defaultdict(dict)
+    """Total autograded points per student, one line each."""
+    scores: dict[str, float] = defaultdict(float)
     maxima: dict[str, float] = {}
     for cell in course.cell_scores(root):
-        scores[cell.student][cell.cell] = cell.score
+        scores[cell.student] += cell.score or 0.0
         maxima[cell.cell] = cell.max_score
-    cells = list(maxima)
     width = max(len(s) for s in students)
-    lines = [f"{'student':<{width}}  " + "  ".join(cells) + "  total"]
+    lines = []
     for student in students:
-        row = [f"{scores[student].get(c, 0):>{len(c)}g}" for c in cells]
-        total = f"{sum(scores[student].values()):g}/{sum(maxima.values()):g}"
         note = "  (kernel died: not graded)" if student in failed else ""
-        lines.append(f"{student:<{width}}  " + "  ".join(row) + f"  {total}{note}")
+        lines.append(f"{student:<{width}}  {scores[student]:>5g} / {sum(maxima.values()):g}{note}")
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--course", default="scratch/demo", help="scratch course folder")
+    parser.add_argument("--report", default="reports/cohort", help="report folder")
+    parser.add_argument(
+        "--workers", type=int, default=min(4, os.cpu_count() or 1), help="autograde workers"
+    )
     args = parser.parse_args(argv)
     root = Path(args.course).resolve()
-    if root.exists():
-        shutil.rmtree(root)
     started = time.monotonic()
     steps = tqdm(total=3, desc="demo", unit="step", file=sys.stdout)
-    steps.set_postfix_str("generate_assignment")
-    course.new_course(root)
+    steps.set_postfix_str("release and sample cohort")
+    try:
+        members = sample_cohort.build(root)
+    except course.CourseError as exc:
+        steps.close()
+        print(f"demo: {exc}", file=sys.stderr)
+        return 2
     steps.update()
-    steps.set_postfix_str("submissions")
-    students = build_cohort(root)
+    steps.set_postfix_str(f"autograde {len(members)} students, {args.workers} workers")
+    run = autograde_parallel(root, args.workers)
     steps.update()
-    steps.set_postfix_str(f"autograde {len(students)} submissions")
-    run = course.autograde(root)
+    steps.set_postfix_str("cohort report")
+    index = cohort.write_report(root, course.ASSIGNMENT, args.report, H200_SAMPLE)
     steps.update()
     steps.close()
-    print(score_table(root, students, run.failed))
-    print(f"\nScratch course: {root} ({time.monotonic() - started:.0f} s)")
+    print(score_table(root, [m.student for m in members], tuple(run.failed)))
+    print(f"\nScratch course: {root}")
+    print(f"Cohort report: {Path(index).resolve()} ({time.monotonic() - started:.0f} s)")
     return 0
 
 

@@ -8,8 +8,11 @@ measurements go to a sidecar JSON beside the autograded notebook for the cohort 
 
 from __future__ import annotations
 
+import argparse
 import json
+import os
 import random
+import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass
@@ -20,10 +23,13 @@ import triton
 
 import grader.reference as reference
 from grader.hidden import secret_seed
+from grader.parallel import gpu_lock
 from learning.workshops.testing import quiet
 from learning.workshops.timing import interleaved, require_cuda, summarize
 
 SIDECAR = "i1_timing.json"
+SUBMISSION = "strided_softmax.ipynb"
+CHILD_TIMEOUT_S = 300.0
 SHAPES = ((4096, 4096), (8192, 2048), (16384, 1024), (65536, 512), (2048, 8192))
 BANDS = ((1.10, 1.0), (1.5, 0.75), (2.5, 0.5), (5.0, 0.25))
 """(largest student/reference ratio, fraction of the points). Slower but correct kernels
@@ -105,13 +111,71 @@ def time_shape(fn, rows: int, cols: int, seed: int) -> ShapeTiming:
     )
 
 
-def timing_points(fn, max_points: float, sidecar: str | Path = SIDECAR) -> float:
+def timing_points(
+    max_points: float, impl: str | Path = SUBMISSION, sidecar: str | Path = SIDECAR
+) -> float:
     """Points for the hidden timing cell: the mean band over the hidden shapes.
 
-    Without a CUDA device this raises, with one sentence, so the cell fails on its own and
-    every other cell still grades.
+    The timing runs in a child process on the definitions in `impl` (the graded notebook):
+    a crash or hang there scores 0 with its cause, and nothing the notebook's cells patch
+    in the grading kernel (clocks, events, torch) reaches the measurement. Without a CUDA
+    device this raises, with one sentence, so the cell fails and every other cell grades.
     """
     require_cuda()
+    path, out = Path(impl).resolve(), Path(sidecar).resolve()
+    out.unlink(missing_ok=True)
+    command = [sys.executable, "-m", "grader.gpu_timing", "--impl", str(path), "--out", str(out)]
+    root = str(Path(__file__).resolve().parents[1])
+    env = dict(
+        os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
+    )
+    try:
+        with gpu_lock():  # parallel autograde: one timing per GPU at a time (I1_GPU_LOCK)
+            done = subprocess.run(
+                command, capture_output=True, text=True, env=env, timeout=CHILD_TIMEOUT_S
+            )
+        why = (
+            ""
+            if done.returncode == 0
+            else _last_line(done.stderr) or f"exit status {done.returncode}"
+        )
+    except subprocess.TimeoutExpired:
+        why = f"no result after {CHILD_TIMEOUT_S:.0f} s"
+    if why or not out.is_file():
+        out.write_text(
+            json.dumps(
+                {
+                    "schema": "i1-timing/1",
+                    "points": 0.0,
+                    "max_points": max_points,
+                    "shapes": [],
+                    "error": why or "no timing written",
+                },
+                indent=2,
+            )
+            + "\n"
+        )
+        print(f"timing: 0 points: {why or 'no timing written'}")
+        return 0.0
+    record = json.loads(out.read_text())
+    record["points"] = round(max_points * record["fraction"], 3)
+    record["max_points"] = max_points
+    out.write_text(json.dumps(record, indent=2) + "\n")
+    return record["points"]
+
+
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1][:300] if lines else ""
+
+
+def measure(impl: Path, out: Path) -> None:
+    """Time the function in `impl` against the reference on the hidden shapes; write `out`."""
+    from learning.workshops.contracts import select_mode
+    from learning.workshops.loader import load_function
+
+    select_mode(verbose=False)
+    fn = load_function(impl, "strided_softmax")
     started = time.monotonic()
     with quiet():
         timings = [
@@ -119,12 +183,10 @@ def timing_points(fn, max_points: float, sidecar: str | Path = SIDECAR) -> float
             for i, (rows, cols) in enumerate(hidden_shapes())
         ]
     fraction = sum(t.fraction for t in timings) / len(timings)
-    points = round(max_points * fraction, 3)
-    _write_sidecar(Path(sidecar), timings, points, max_points, time.monotonic() - started)
-    return points
+    _write_sidecar(out, timings, fraction, time.monotonic() - started)
 
 
-def _write_sidecar(path: Path, timings, points, max_points, seconds: float) -> None:
+def _write_sidecar(path: Path, timings, fraction: float, seconds: float) -> None:
     record = {
         "schema": "i1-timing/1",
         "device": torch.cuda.get_device_name(),
@@ -135,9 +197,21 @@ def _write_sidecar(path: Path, timings, points, max_points, seconds: float) -> N
         },
         "mode": "cold",
         "reps": REPS,
-        "points": points,
-        "max_points": max_points,
+        "fraction": fraction,
         "seconds": round(seconds, 2),
         "shapes": [asdict(t) for t in timings],
     }
     path.write_text(json.dumps(record, indent=2) + "\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Time a submission against the reference.")
+    parser.add_argument("--impl", required=True, help="the graded notebook or a .py file")
+    parser.add_argument("--out", required=True, help="the sidecar JSON to write")
+    args = parser.parse_args(argv)
+    measure(Path(args.impl), Path(args.out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

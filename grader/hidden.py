@@ -15,9 +15,10 @@ from pathlib import Path
 
 import torch
 
-from learning.workshops.cases import BAD_INPUTS, DTYPES, Case, suite
+from learning.workshops.cases import BAD_INPUTS, DTYPES, OPS, Case, suite
 from learning.workshops.contracts import default_device
-from learning.workshops.testing import failure_message, quiet, run_cases
+from learning.workshops.isolation import IsolatedRun, run_isolated
+from learning.workshops.testing import failure_message, quiet, record_outcome
 from learning.workshops.views import LAYOUTS
 
 SEED_FILE = Path(__file__).with_name("secret_seed.txt")
@@ -62,12 +63,39 @@ def hidden_cases(op: str) -> list[Case]:
     return suite(op, tuple(cases), default_device().type)
 
 
-def expect_hidden(fn: Callable, op: str) -> None:
-    """Assert that `fn` passes `op`'s hidden cases; the message names failures and hints."""
-    results = run_cases(fn, op, hidden_cases(op), seed=secret_seed())
-    if not all(r.passed for r in results):
-        raise AssertionError(failure_message(results, f"{op}, hidden cases"))
-    print(f"{op}: {len(results)} hidden cases pass.")
+SUBMISSION = "strided_softmax.ipynb"
+CASE_TIMEOUT_S = 120.0
+
+
+def expect_hidden(op: str, impl: Path | str = SUBMISSION) -> None:
+    """Assert that the submission passes `op`'s hidden cases, run in a child process.
+
+    The child loads the definitions from `impl` (the notebook nbgrader is grading, in the
+    current folder): a crash or hang there fails this cell with its cause and the rest of
+    the notebook still grades, and nothing a notebook cell patches in the grading kernel
+    (the grader, torch, the traceback machinery) reaches the checks.
+    """
+    path = Path(impl).resolve()
+    if not path.is_file():
+        raise AssertionError(f"{op}: hidden tests need the graded notebook at {path}.")
+    run = run_hidden(op, path)
+    if run.load_error:
+        raise AssertionError(
+            f"{op}: the notebook's definitions do not load on their own: {run.load_error}"
+        )
+    record_outcome(f"hidden:{op}", run.results)
+    if not all(r.passed for r in run.results):
+        raise AssertionError(failure_message(run.results, f"{op}, hidden cases"))
+    print(f"{op}: {len(run.results)} hidden cases pass.")
+
+
+def run_hidden(op: str, impl: Path) -> IsolatedRun:
+    """`op`'s hidden cases against the definitions in `impl`, in child processes.
+
+    Every case has a result: one that crashed, hung or never ran is a failed result.
+    """
+    cases = hidden_cases(op)
+    return run_isolated(impl, op, OPS[op].function, cases, secret_seed(), CASE_TIMEOUT_S)
 
 
 def hidden_views() -> list[torch.Tensor]:

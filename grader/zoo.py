@@ -85,6 +85,32 @@ BUGS: tuple[Bug, ...] = (
         _WRAPPER_CELLS,
     ),
     Bug(
+        "store-without-mask",
+        "store-mask",
+        "stores the whole block without a mask, so lanes past column N-1 write the next row "
+        "and, in the last row, past the output (the audit refuses that store)",
+        (
+            Edit(
+                "softmax_kernel",
+                "y.to(Y.dtype.element_ty), mask=mask)",
+                "y.to(Y.dtype.element_ty))",
+            ),
+        ),
+        _KERNEL_CELLS,
+    ),
+    Bug(
+        "output-with-input-strides",
+        "output-layout",
+        "stores at Y + row*SR + col*SC, the input's strides, so rows land in other programs' "
+        "rows or past the output",
+        (
+            Edit(
+                "softmax_kernel", "tl.store(Y + row * N + cols", "tl.store(Y + row * SR + cols * SC"
+            ),
+        ),
+        _KERNEL_CELLS,
+    ),
+    Bug(
         "pads-with-zero",
         "padding",
         "pads the tail with 0 instead of -inf, so masked lanes count in the sum",
@@ -197,6 +223,27 @@ BUGS: tuple[Bug, ...] = (
             ),
         ),
         _WRAPPER_CELLS,
+    ),
+    Bug(
+        "not-implemented",
+        "unfinished",
+        "leaves the wrapper's stub in place",
+        (Edit("strided_softmax", "    M, N = matrix(x)\n", "    raise NotImplementedError()\n"),),
+        _WRAPPER_CELLS,
+    ),
+    Bug(
+        "segfaults-on-wide-rows",
+        "crash",
+        "dereferences a null pointer only for rows wider than 200, as the hidden cases have",
+        (
+            Edit(
+                "strided_softmax",
+                "    block = triton.next_power_of_2(N)\n",
+                "    if N > 200:\n        __import__('ctypes').string_at(0)\n"
+                "    block = triton.next_power_of_2(N)\n",
+            ),
+        ),
+        frozenset({"hidden_pass3"}),
     ),
 )
 

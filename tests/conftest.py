@@ -6,6 +6,8 @@ import os
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
@@ -16,3 +18,14 @@ from learning.workshops.contracts import select_mode  # noqa: E402
 
 # Before any test module defines a @triton.jit kernel: without CUDA, kernels run on CPU tensors.
 select_mode(verbose=False)
+
+
+@pytest.fixture(scope="session")
+def graded_sample_course(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The sample cohort (grader.sample_cohort), autograded once per test session."""
+    from grader import course, sample_cohort
+
+    root = tmp_path_factory.mktemp("sample")
+    sample_cohort.build(root)
+    course.autograde(root)
+    return root

@@ -35,11 +35,11 @@ def test_input_on_non_current_device():
 
 def test_timing_points_for_the_reference(tmp_path):
     """Does the reference, timed against itself, earn full points and write a sidecar?"""
-    import grader.reference as reference
     from grader.gpu_timing import timing_points
+    from grader.zoo import REFERENCE
 
     sidecar = tmp_path / "i1_timing.json"
-    points = timing_points(reference.strided_softmax, max_points=2, sidecar=sidecar)
+    points = timing_points(2, impl=REFERENCE, sidecar=sidecar)
     record = json.loads(sidecar.read_text())
     assert points == 2
     assert record["points"] == 2
@@ -48,26 +48,30 @@ def test_timing_points_for_the_reference(tmp_path):
 
 def test_timing_catches_a_copy_first_kernel(tmp_path):
     """Does a kernel that copies its input first score below full points on transposes?"""
-    import grader.reference as reference
     from grader.gpu_timing import timing_points
+    from grader.sample_cohort import COPY_FIRST
+    from grader.zoo import REFERENCE, apply
 
-    def copy_first(x, num_warps=4):
-        return reference.strided_softmax(x.contiguous(), num_warps)
-
-    points = timing_points(copy_first, max_points=2, sidecar=tmp_path / "t.json")
-    assert points < 2
+    impl = tmp_path / "copy_first.py"
+    impl.write_text(apply(REFERENCE.read_text(), COPY_FIRST))
+    assert timing_points(2, impl=impl, sidecar=tmp_path / "t.json") < 2
 
 
 def test_timing_gives_zero_for_a_stale_kernel(tmp_path):
     """Does a kernel that replays its first result get no timing points?"""
-    import grader.reference as reference
     from grader.gpu_timing import timing_points
+    from grader.zoo import BUGS, write_bug
 
-    cache = {}
+    impl = write_bug(next(b for b in BUGS if b.hint == "stale-output"), tmp_path)
+    assert timing_points(2, impl=impl, sidecar=tmp_path / "t.json") == 0
 
-    def stale(x, num_warps=4):
-        if x.shape not in cache:
-            cache[x.shape] = reference.strided_softmax(x, num_warps)
-        return cache[x.shape]
 
-    assert timing_points(stale, max_points=2, sidecar=tmp_path / "t.json") == 0
+def test_timing_gives_zero_for_a_crash(tmp_path):
+    """Does a kernel that segfaults score 0 with its cause, leaving this process alive?"""
+    from grader.gpu_timing import timing_points
+    from grader.zoo import BUGS, write_bug
+
+    impl = write_bug(next(b for b in BUGS if b.hint == "crash"), tmp_path)
+    sidecar = tmp_path / "t.json"
+    assert timing_points(2, impl=impl, sidecar=sidecar) == 0
+    assert json.loads(sidecar.read_text())["error"]

@@ -6,6 +6,7 @@ import pytest
 
 import grader.reference as reference
 from grader.hidden import expect_address_table, expect_hidden, hidden_cases, secret_seed
+from grader.zoo import BUGS, REFERENCE, write_bug
 from learning.workshops.cases import PUBLIC_CASES
 
 
@@ -28,17 +29,32 @@ def test_hidden_cases_are_not_the_public_ones():
     assert len(hidden - public) >= 10
 
 
-@pytest.mark.parametrize(
-    ("fn", "op"),
-    [
-        (reference.copy_rows, "copy_rows"),
-        (reference.launch_softmax, "softmax_kernel"),
-        (reference.strided_softmax, "strided_softmax"),
-    ],
-)
-def test_reference_passes_hidden(fn, op):
-    """Does the reference pass every hidden case of each op?"""
-    expect_hidden(fn, op)
+@pytest.mark.parametrize("op", ["copy_rows", "softmax_kernel", "strided_softmax"])
+def test_reference_passes_hidden(op):
+    """Does the reference pass every hidden case of each op, run in a child process?"""
+    expect_hidden(op, REFERENCE)
+
+
+def test_hidden_failure_names_cases_and_hint(tmp_path):
+    """Does a buggy submission fail the hidden cell with failing cases and its hint?"""
+    bug = next(b for b in BUGS if b.name == "ignores-column-stride")
+    with pytest.raises(AssertionError, match=r"Hint \[column-stride\]"):
+        expect_hidden("strided_softmax", write_bug(bug, tmp_path))
+
+
+def test_hidden_crash_fails_only_this_cell(tmp_path):
+    """Does a submission that segfaults fail the hidden cell with `crash`, leaving this
+    process (the grading kernel) alive?"""
+    bug = next(b for b in BUGS if b.hint == "crash")
+    with pytest.raises(AssertionError, match=r"Hint \[crash\]"):
+        expect_hidden("strided_softmax", write_bug(bug, tmp_path))
+
+
+def test_missing_notebook_is_named(tmp_path, monkeypatch):
+    """Without the graded notebook in the folder, does the cell say where it looked?"""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(AssertionError, match="hidden tests need the graded notebook at"):
+        expect_hidden("strided_softmax")
 
 
 def test_reference_address_table_passes_hidden():
@@ -67,7 +83,7 @@ def test_timing_without_cuda_fails_with_one_sentence(tmp_path):
     if torch.cuda.is_available():
         pytest.skip("this machine has a CUDA device")
     with pytest.raises(NoCudaError, match=r"^GPU timing needs a CUDA device[^\n]*\.$"):
-        timing_points(reference.strided_softmax, max_points=2, sidecar=tmp_path / "t.json")
+        timing_points(2, impl=REFERENCE, sidecar=tmp_path / "t.json")
     assert not (tmp_path / "t.json").exists()
 
 

@@ -8,11 +8,14 @@ failed case says what kind of failure it was; `hints` turns those into clues.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
 
+from learning.workshops.audit import Finding, Trace, audit
+from learning.workshops.contracts import interpreter_active
 from learning.workshops.launches import count_launches
 from learning.workshops.views import Geometry, describe, geometry, sentinel_view
 
@@ -41,7 +44,26 @@ FAILURES = (
     "stale",  # a repeated call returned an earlier result
     "not-raised",  # bad input accepted
     "unclear-error",  # bad input rejected with an error that does not name it
+    "overrun",  # audit: lanes past the row's end loaded or stored (no mask)
+    "ownership",  # audit: an output element written by another row's program, twice or never
+    "out-of-bounds",  # audit: a load outside the view's footprint or any tensor
 )
+
+AUDIT_FAILURES = {  # the ownership audit's finding kinds, as failures
+    "input-store": "input-written",
+    "overrun": "overrun",
+    "stray-store": "ownership",
+    "wrong-owner": "ownership",
+    "duplicate": "ownership",
+    "unwritten": "ownership",
+    "stray-load": "out-of-bounds",
+    "footprint": "out-of-bounds",
+}
+OUTRANK_VALUES = ("overrun", "wrong-owner", "duplicate")
+"""Findings that are the cause of wrong values (garbage where a row was missed), not a
+symptom; a load outside the footprint only joins the value failure the hints read."""
+AUDITED = ("nonfinite", "sum-low", "permuted", "values")
+"""Failures about the values: the audit's findings outrank or explain them."""
 
 
 @dataclass(frozen=True)
@@ -206,15 +228,41 @@ def _run_view(fn, op: Op, case: Case, device, generator) -> tuple[str | None, st
     storage, x = sentinel_view(g, dtype, device, generator, case.fill)
     where = f"{case.name}: {describe(x)}"
     before = storage.clone()
-    with count_launches() as launches:
+    with count_launches() as launches, _audit(x) as trace:
         try:
             out = fn(x, num_warps=case.num_warps)
         except Exception as exc:  # the student's error is the evidence
-            return "exception", f"{where}: raised {type(exc).__name__}: {_first_line(exc)}"
+            out = exc
+    if trace is not None and trace.refused is not None:  # caught before it touched memory
+        finding = trace.verify(x)[0]
+        return AUDIT_FAILURES[finding.kind], f"{where}: {finding.text}"
+    if isinstance(out, Exception):
+        return "exception", f"{where}: raised {type(out).__name__}: {_first_line(out)}"
     problem = _check_output(case.name, out, x, op, before, storage, len(launches), g.rows)
+    if trace is not None and g.rows and (problem is None or problem[0] in AUDITED):
+        problem = _audited(trace.verify(x, out), problem)
     if problem is None and case.repeat:
         return _run_repeat(fn, op, case, x, out, storage, generator, where)
     return (problem[0] if problem else None), _explain(where, problem)
+
+
+def _audit(x: torch.Tensor) -> contextlib.AbstractContextManager[Trace | None]:
+    """The ownership audit around one call, under the interpreter on CPU tensors only."""
+    if interpreter_active() and x.device.type == "cpu":
+        return audit([x])
+    return contextlib.nullcontext()
+
+
+def _audited(findings: list[Finding], problem: tuple[str, str] | None):
+    """Addresses gone astray outrank wrong values; other findings join them as evidence."""
+    astray = [f for f in findings if f.kind in OUTRANK_VALUES]
+    if astray:
+        return AUDIT_FAILURES[astray[0].kind], astray[0].text
+    if problem and findings:
+        return problem[0], f"{problem[1]}; audit: {findings[0].text}"
+    if findings:
+        return AUDIT_FAILURES[findings[0].kind], findings[0].text
+    return problem
 
 
 def _check_output(name: str, out, x, op: Op, before, storage, launches: int, rows: int):

@@ -14,6 +14,10 @@ from dataclasses import dataclass
 from learning.workshops.cases import CaseResult
 
 MESSAGES = {
+    "unfinished": (
+        "The function still raises NotImplementedError: fill in the cells marked "
+        "YOUR CODE HERE, then run the check again."
+    ),
     "column-stride": (
         "Contiguous inputs pass but views whose columns are not adjacent fail: the load "
         "ignores the column stride. Load from X + row*SR + col*SC, with SC = x.stride(1)."
@@ -23,9 +27,14 @@ MESSAGES = {
         "the view's first element. Do not add x.storage_offset() again."
     ),
     "output-layout": (
-        "The values are right but the output's shape or layout is not: allocate a new "
-        "contiguous output, torch.empty((M, N), dtype=x.dtype, device=x.device), and store "
-        "at Y + row*N + col."
+        "The output's shape or layout is wrong, or rows land in the wrong places: allocate a "
+        "new contiguous output, torch.empty((M, N), dtype=x.dtype, device=x.device), and "
+        "store at Y + row*N + col, with the output's strides, never the input's."
+    ),
+    "store-mask": (
+        "A store (or load) runs past the end of its row: lanes at columns N and beyond are "
+        "active, so they write the next row's first elements or past the output. Pass "
+        "mask=cols < N to tl.store as well as to tl.load."
     ),
     "padding": (
         "Probabilities are too small: rows sum to less than one, so masked lanes count in the "
@@ -91,14 +100,16 @@ def _has(result: CaseResult, feature: str) -> bool:
 
 
 VALUE_FAILURES = ("values", "nonfinite", "permuted", "sum-low")
+ADDRESS_FAILURES = (*VALUE_FAILURES, "out-of-bounds")  # wrong values, or loads off the view
 
 
 def _failing_only_where(feature: str) -> Callable[[list[CaseResult]], list[CaseResult]]:
-    """A rule: every case with wrong values has `feature`, and some case without it passes."""
+    """A rule: every case with wrong values (or loads off the view) has `feature`, and some
+    case without it passes."""
 
     def rule(results: list[CaseResult]) -> list[CaseResult]:
         views = [r for r in results if not _has(r, "bad-input") and not _has(r, "empty")]
-        failed = [r for r in views if r.failure in VALUE_FAILURES]
+        failed = [r for r in views if r.failure in ADDRESS_FAILURES]
         without = [r for r in views if not _has(r, feature)]
         if failed and all(_has(r, feature) for r in failed) and any(r.passed for r in without):
             return failed
@@ -143,7 +154,16 @@ def _stability(results: list[CaseResult]) -> list[CaseResult]:
     return []
 
 
+def _unfinished(results: list[CaseResult]) -> list[CaseResult]:
+    """Every failure is the stub's NotImplementedError: nothing else to diagnose yet."""
+    failed = [r for r in results if not r.passed]
+    if failed and all("NotImplementedError" in r.detail for r in failed):
+        return failed
+    return []
+
+
 RULES: tuple[tuple[str, Callable[[list[CaseResult]], list[CaseResult]]], ...] = (
+    ("unfinished", _unfinished),
     ("crash", _failures("crash")),
     ("timeout", _failures("timeout")),
     ("input-written", _failures("input-written")),
@@ -152,12 +172,16 @@ RULES: tuple[tuple[str, Callable[[list[CaseResult]], list[CaseResult]]], ...] = 
     ("empty-rows", lambda rs: [r for r in rs if _has(r, "empty") and not r.passed]),
     ("validation", _failures("not-raised", "unclear-error")),
     ("dtype", _failures("dtype")),
+    ("store-mask", _failures("overrun")),
+    ("block-size", _block_size),
     ("padding", _padding),
     ("stability", _stability),
-    ("block-size", _block_size),
     ("double-offset", _failing_only_where("offset")),
     ("column-stride", _failing_only_where("col-strided")),
-    ("output-layout", _failures("layout", "shape", "not-a-tensor", "device", "permuted")),
+    (
+        "output-layout",
+        _failures("layout", "shape", "not-a-tensor", "device", "permuted", "ownership"),
+    ),
 )
 """Rules in order; each sees only the failures that earlier rules did not explain."""
 

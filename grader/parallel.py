@@ -1,0 +1,436 @@
+"""Autograde a cohort in parallel: N nbgrader worker processes share one gradebook.
+
+    python -m grader.parallel i1_strided_softmax [--course PATH] [--workers N]
+
+Design. Each of N worker processes starts nbgrader's `autograde` app once, configured
+exactly as the command line configures it (plus a gradebook URL with a busy timeout), and
+then grades the students the parent hands it one at a time from a shared queue, running
+the app's own converter for one `--student` at a time: the code path, and so the gradebook
+rows, of a sequential `nbgrader autograde --force`, split by student. A student's kernel
+runs in a process of its own, so a segfault fails that student alone; a worker that dies
+itself fails only the student it held and is restarted for the next.
+
+Rejected: one `nbgrader autograde --student S` process per student. Measured on the
+14-student sample cohort on 2 shared cores, importing nbgrader and starting its app costs
+about 3 CPU seconds a student, half of what grading one costs: two workers took 83 s (113
+CPU seconds) where the sequential run took 80 s (74); with a worker per app, 60-67 s (75-80
+CPU seconds), the same scores. Also rejected: grading into private copies of the course and
+merging the grades back through nbgrader's API. The merge would be a second copy of all
+that autograde writes (student, submission timestamp, each cell's auto score and
+manual-grade flag, comments, late penalty, zeros for missing notebooks), kept in step with
+nbgrader by hand, and the copies would spread the hidden tests into scratch folders.
+
+The shared SQLite gradebook:
+
+- nbgrader opens it briefly (when a student starts, and to save scores once the notebook
+  has run) and commits small transactions, which SQLite serializes with file locks. A
+  writer that finds the file locked waits for the busy timeout, 5 s by default, then
+  fails with "database is locked" and its student with it. Measured with 24 processes
+  writing through nbgrader's API on 2 cores: the default timeout lost rows, 0.5 s lost
+  more. Workers get the gradebook URL with `?timeout=60` (SQLAlchemy's pysqlite dialect
+  passes it to `sqlite3.connect`), with which the same 24 writers lost none. pysqlite
+  starts a transaction at its first write, so no connection holds a read lock while it
+  waits for the write lock: the one case in which SQLite fails at once instead of waiting.
+- WAL mode is not used: it is a lasting property of the database file, and a copy of
+  `gradebook.db` taken without its `-wal` file silently lacks the latest grades.
+- A student whose run still reports "database is locked" is graded again, up to RETRIES
+  times: `--force` regrades from scratch and every autograde write is an update-or-create,
+  so a rerun leaves the rows of one clean run.
+- Before the workers start, the parent opens the gradebook once, so that its tables and
+  course row exist (no two workers race to create them), and checks that the assignment
+  is in it.
+
+GPU timing, one at a time per GPU: worker k is pinned to the k-th visible GPU, round
+robin, with CUDA_VISIBLE_DEVICES, and gets I1_GPU_LOCK, the path of that GPU's lock file
+in the course (`autograded/.gpu-<id>.lock`: git-ignored, unseen by nbgrader's globs).
+Student kernels inherit both. The hidden timing cell holds `gpu_lock()`, an exclusive
+`fcntl.flock` on that file, while it times: correctness cells run in parallel, timings on
+one GPU never overlap. Without a GPU neither variable is set. With more workers than GPUs,
+another worker's correctness cells can still run beside a timing on the same GPU; the
+grade is a student/reference ratio timed interleaved, so a uniform slowdown cancels, but
+for undisturbed timings use one worker per GPU (or have GPU work take `gpu_lock(shared=True)`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import fcntl
+import glob
+import io
+import json
+import logging
+import os
+import queue
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+GPU_LOCK_ENV = "I1_GPU_LOCK"
+"""Environment variable naming the lock file the timing cell holds while it times."""
+BUSY_TIMEOUT_S = 60.0
+"""How long a worker waits for SQLite's write lock before it gives up (default: 5 s)."""
+RETRIES = 2
+"""How many times a student whose run hit "database is locked" is graded again."""
+_LOCKED = "database is locked"
+_SERVE = "--serve"
+
+
+class ParallelError(Exception):
+    """The cohort cannot be graded at all (no such course, assignment or student)."""
+
+
+@dataclass(frozen=True)
+class StudentRun:
+    """One student's autograde, after any retries: graded, or failed with nbgrader's log."""
+
+    student: str
+    graded: bool
+    attempts: int
+    seconds: float
+    worker: int
+    gpu: str | None
+    log: str
+
+    @property
+    def failed(self) -> bool:
+        """nbgrader could not grade this submission (its kernel died, say)."""
+        return not self.graded
+
+
+@dataclass(frozen=True)
+class ParallelRun:
+    """A parallel autograde: every student's run, those that failed, and the wall time."""
+
+    runs: tuple[StudentRun, ...]
+    failed: tuple[str, ...]
+    wall_s: float
+    workers: int
+
+
+@contextlib.contextmanager
+def gpu_lock(shared: bool = False) -> Iterator[None]:
+    """Hold this worker's GPU lock (I1_GPU_LOCK) for the block; without one, do nothing.
+
+    Exclusive by default (timing); `shared=True` lets any number of holders in together
+    but none while an exclusive holder times.
+    """
+    path = os.environ.get(GPU_LOCK_ENV)
+    if not path:
+        yield
+        return
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def submitted_students(root: Path, assignment: str) -> list[str]:
+    """Students with a notebook submitted for `assignment`, sorted as nbgrader does."""
+    pattern = os.path.join(glob.escape(str(root)), "submitted", "*", glob.escape(assignment))
+    return sorted(
+        Path(folder).parent.name
+        for folder in glob.glob(pattern)
+        if glob.glob(os.path.join(glob.escape(folder), "*.ipynb"))
+    )
+
+
+def visible_gpus() -> list[str]:
+    """The GPUs this process may use, as CUDA_VISIBLE_DEVICES names them; [] without CUDA."""
+    import torch
+
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    named = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if named is not None:
+        return [name.strip() for name in named.split(",") if name.strip()][:count]
+    return [str(index) for index in range(count)]
+
+
+def gradebook_url(root: Path) -> tuple[str, str]:
+    """The course's gradebook URL with a long busy timeout, and its course id.
+
+    Read from the course's `nbgrader_config.py`; a SQLite URL without a timeout of its own
+    gets BUSY_TIMEOUT_S.
+    """
+    from traitlets.config.loader import PyFileConfigLoader
+
+    config = PyFileConfigLoader("nbgrader_config.py", path=str(root)).load_config()
+    settings = config.get("CourseDirectory", {})
+    url = settings.get("db_url") or f"sqlite:///{(root / 'gradebook.db').resolve()}"
+    if url.startswith("sqlite:") and "timeout=" not in url:
+        url += ("&" if "?" in url else "?") + f"timeout={BUSY_TIMEOUT_S:g}"
+    return url, settings.get("course_id") or "default_course"
+
+
+def worker_env(root: Path, slot: int, gpus: Sequence[str], threads: int | None) -> dict[str, str]:
+    """The environment of worker `slot`: the repo importable, its GPU and that GPU's lock."""
+    path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)
+    env = dict(os.environ, PYTHONPATH=path)
+    if threads is not None and "OMP_NUM_THREADS" not in os.environ:
+        env["OMP_NUM_THREADS"] = str(threads)
+    if gpus:
+        gpu = gpus[slot % len(gpus)]
+        env["CUDA_VISIBLE_DEVICES"] = gpu
+        env[GPU_LOCK_ENV] = str(root / "autograded" / f".gpu-{gpu.replace(os.sep, '_')}.lock")
+    return env
+
+
+def serve(assignment: str, url: str) -> int:
+    """Worker side: autograde each student named on stdin; answer one JSON line each.
+
+    Runs what `nbgrader autograde ASSIGNMENT --force --student S` runs, one app for all.
+    """
+    from nbgrader.apps.nbgraderapp import NbGraderApp
+    from nbgrader.converters import Autograde, NbGraderException
+
+    replies = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)  # whatever else prints goes to the worker's stderr, not into the replies
+    nbgrader = NbGraderApp.instance()
+    nbgrader.initialize(["autograde", assignment, "--force", f"--CourseDirectory.db_url={url}"])
+    app = nbgrader.subapp
+    for line in sys.stdin:
+        student = line.rstrip("\n")
+        started = time.monotonic()
+        captured = io.StringIO()
+        handler = logging.StreamHandler(captured)
+        handler.setFormatter(logging.Formatter("[%(levelname)s] %(message)s"))
+        handler.setLevel(app.log_level)  # as on nbgrader's console: INFO unless --debug
+        app.log.addHandler(handler)
+        app.coursedir.assignment_id = assignment
+        app.coursedir.student_id = glob.escape(student)
+        try:
+            Autograde(coursedir=app.coursedir, parent=app).start()
+            graded = True
+        except NbGraderException:  # nbgrader logged why
+            graded = False
+        except Exception:
+            captured.write(traceback.format_exc())
+            graded = False
+        finally:
+            app.log.removeHandler(handler)
+        reply = {"graded": graded, "seconds": time.monotonic() - started}
+        replies.write(json.dumps({**reply, "log": captured.getvalue()}) + "\n")
+    return 0
+
+
+class _Worker:
+    """The parent's handle on one worker process: hand it a student, read its reply."""
+
+    def __init__(self, root: Path, assignment: str, url: str, slot: int, env: dict) -> None:
+        self.command = [sys.executable, "-m", "grader.parallel", _SERVE, assignment, url]
+        self.root, self.slot, self.env = root, slot, env
+        self.process: subprocess.Popen | None = None
+        self.stderr = tempfile.TemporaryFile()
+
+    def grade_once(self, student: str) -> tuple[bool, float, str]:
+        """Grade `student` once: (graded, seconds, log). A dead worker fails its student."""
+        if self.process is None:
+            self.process = subprocess.Popen(
+                self.command,
+                cwd=self.root,
+                env=self.env,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=self.stderr,
+                text=True,
+            )
+        started = time.monotonic()
+        try:
+            self.process.stdin.write(student + "\n")
+            self.process.stdin.flush()
+            line = self.process.stdout.readline()
+        except BrokenPipeError:
+            line = ""
+        if line:
+            reply = json.loads(line)
+            return reply["graded"], reply["seconds"], reply["log"]
+        code = self.process.wait()
+        self.process = None  # the next student gets a fresh worker
+        self.stderr.seek(0)
+        tail = self.stderr.read()[-4000:].decode(errors="replace")
+        log = f"the worker process died (exit status {code}) while grading {student}:\n{tail}"
+        return False, time.monotonic() - started, log
+
+    def grade(self, student: str) -> StudentRun:
+        """Grade `student`, again if the gradebook was locked (RETRIES times at most)."""
+        logs: list[str] = []
+        seconds = 0.0
+        while True:
+            graded, spent, log = self.grade_once(student)
+            logs.append(log)
+            seconds += spent
+            if graded or _LOCKED not in log or len(logs) > RETRIES:
+                break
+        gpu = self.env.get("CUDA_VISIBLE_DEVICES") if GPU_LOCK_ENV in self.env else None
+        return StudentRun(student, graded, len(logs), seconds, self.slot, gpu, "\n".join(logs))
+
+    def close(self) -> None:
+        """Let the worker finish (end of its input) and wait for it."""
+        if self.process is not None:
+            self.process.stdin.close()
+            self.process.wait()
+            self.process = None
+        self.stderr.close()
+
+
+def _prime_gradebook(url: str, course_id: str, assignment: str) -> None:
+    """Create tables and the course row once, before workers race to; check the assignment."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    with Gradebook(url, course_id) as gradebook:
+        try:
+            gradebook.find_assignment(assignment)
+        except MissingEntry:
+            raise ParallelError(
+                f"assignment {assignment!r} is not in the gradebook ({url}): "
+                f"run `nbgrader generate_assignment {assignment}` in the course first"
+            ) from None
+
+
+def _run_pool(
+    workers: Sequence[_Worker], students: Sequence[str], progress: bool
+) -> dict[str, StudentRun]:
+    """Each worker takes the next student from one queue until none is left."""
+    from tqdm import tqdm
+
+    todo: queue.Queue[str] = queue.Queue()
+    for student in students:
+        todo.put(student)
+    results: dict[str, StudentRun] = {}
+    errors: list[BaseException] = []
+    bar = tqdm(total=len(students), desc="autograde", unit="student", disable=not progress)
+
+    def work(worker: _Worker) -> None:
+        try:
+            while not errors:
+                try:
+                    student = todo.get_nowait()
+                except queue.Empty:
+                    return
+                results[student] = worker.grade(student)
+                bar.update()
+        except BaseException as error:  # re-raised below, in the caller's thread
+            errors.append(error)
+        finally:
+            worker.close()
+
+    threads = [threading.Thread(target=work, args=(w,), daemon=True) for w in workers]
+    for thread in threads:
+        thread.start()
+    try:
+        for thread in threads:
+            thread.join()
+    except BaseException as interrupt:  # Ctrl-C: no worker takes another student
+        errors.append(interrupt)
+        raise
+    finally:
+        bar.close()
+    if errors:
+        raise errors[0]
+    return results
+
+
+def autograde_parallel(
+    root: Path,
+    workers: int,
+    students: Sequence[str] | None = None,
+    *,
+    assignment: str = "i1_strided_softmax",
+    gpus: Sequence[str] | None = None,
+    progress: bool = False,
+) -> ParallelRun:
+    """Autograde `students` (default: every submission) of the course at `root` in parallel.
+
+    `gpus` overrides the visible GPUs (workers share them round robin). A student nbgrader
+    cannot grade is listed in `failed`, as a sequential run would log it, never raised.
+    """
+    root = Path(root).resolve()
+    if workers < 1:
+        raise ValueError(f"workers must be at least 1, got {workers}: pass --workers 2, say")
+    if not (root / "nbgrader_config.py").is_file():
+        raise ParallelError(f"{root} is not a course: it has no nbgrader_config.py")
+    available = submitted_students(root, assignment)
+    students = available if students is None else list(dict.fromkeys(students))
+    missing = sorted(set(students) - set(available))
+    if missing:
+        raise ParallelError(
+            f"no submitted notebook for {', '.join(missing)} under {root / 'submitted'}: "
+            f"check the names, or collect their submissions first"
+        )
+    url, course_id = gradebook_url(root)
+    _prime_gradebook(url, course_id, assignment)
+    (root / "autograded").mkdir(exist_ok=True)
+    gpus = visible_gpus() if gpus is None else list(gpus)
+    workers = min(workers, max(1, len(students)))
+    threads = max(1, (os.cpu_count() or 1) // workers)
+    pool = [
+        _Worker(root, assignment, url, slot, worker_env(root, slot, gpus, threads))
+        for slot in range(workers)
+    ]
+    started = time.monotonic()
+    results = _run_pool(pool, students, progress)
+    wall_s = time.monotonic() - started
+    runs = tuple(results[student] for student in students)
+    failed = tuple(run.student for run in runs if run.failed)
+    return ParallelRun(runs, failed, wall_s, workers)
+
+
+def _report(run: ParallelRun) -> str:
+    width = max((len(r.student) for r in run.runs), default=7)
+    lines = []
+    for r in run.runs:
+        status = "FAILED (its log is below)" if r.failed else "graded"
+        retried = f", {r.attempts} attempts" if r.attempts > 1 else ""
+        gpu = f", GPU {r.gpu}" if r.gpu is not None else ""
+        lines.append(f"{r.student:<{width}}  {status}  {r.seconds:.0f} s{retried}{gpu}")
+    for r in run.runs:
+        if r.failed:
+            lines.append(f"\n--- nbgrader log for {r.student} ---\n{r.log.strip()}")
+    lines.append(
+        f"\n{len(run.runs)} submissions, {len(run.failed)} failed, "
+        f"{run.workers} workers, {run.wall_s:.0f} s wall"
+    )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == [_SERVE]:  # a worker process started by autograde_parallel
+        return serve(*argv[1:])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("assignment", help="the assignment to autograde, e.g. i1_strided_softmax")
+    parser.add_argument("--course", default=str(REPO), help="course folder (default: this repo)")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="nbgrader processes at once (default: the number of CPU cores)",
+    )
+    parser.add_argument("--student", action="append", help="grade only this student (repeat)")
+    args = parser.parse_args(argv)
+    try:
+        run = autograde_parallel(
+            Path(args.course),
+            args.workers,
+            args.student,
+            assignment=args.assignment,
+            progress=True,
+        )
+    except (ParallelError, ValueError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    print(_report(run))
+    return 1 if run.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

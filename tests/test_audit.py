@@ -1,0 +1,190 @@
+"""The ownership audit: which program loads and stores where, checked under the interpreter."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+from triton.runtime import interpreter
+from triton.runtime.errors import InterpreterError
+
+import grader.reference as reference
+from learning.workshops import cases
+from learning.workshops.audit import OwnershipError, audit
+from learning.workshops.contracts import interpreter_active
+from learning.workshops.testing import run_cases
+from learning.workshops.views import LAYOUTS, geometry, sentinel_view
+
+pytestmark = pytest.mark.skipif(
+    not interpreter_active(), reason="the audit hooks Triton's interpreter (TRITON_INTERPRET=1)"
+)
+
+
+@triton.jit
+def copy_kernel(X, Y, SR, SC, YR, YC, N, OFF, BLOCK: tl.constexpr, MASKED: tl.constexpr):
+    # Program `row` copies row `row` of X (offset OFF, strides SR, SC) to Y (strides YR, YC).
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < N
+    values = tl.load(X + OFF + row * SR + cols * SC, mask=mask)
+    if MASKED:
+        tl.store(Y + row * YR + cols * YC, values, mask=mask)
+    else:
+        tl.store(Y + row * YR + cols * YC, values)
+
+
+def copy(x, y=None, *, output_strides=None, offset=0, masked=True):
+    """Launch copy_kernel, with the bugs the tests need as options."""
+    rows, cols = x.shape
+    y = torch.empty((rows, cols), dtype=x.dtype) if y is None else y
+    yr, yc = output_strides or (cols, 1)
+    block = triton.next_power_of_2(cols)
+    sr, sc = x.stride()
+    copy_kernel[(rows,)](x, y, sr, sc, yr, yc, cols, offset, BLOCK=block, MASKED=masked)
+    return y
+
+
+def view(layout: str, rows: int = 5, cols: int = 7, dtype=torch.float32):
+    """A `layout` view inside a NaN-filled storage, as the check cases build it."""
+    return sentinel_view(
+        geometry(layout, rows, cols), dtype, "cpu", torch.Generator().manual_seed(0)
+    )
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize(("rows", "cols"), [(5, 7), (3, 16), (4, 1)])
+def test_reference_passes_the_audit(layout, rows, cols):
+    """Does the reference softmax write each element once, by its row's program, on every
+    layout, reading only the view's elements?"""
+    _, x = view(layout, rows, cols)
+    with audit([x]) as trace:
+        out = reference.strided_softmax(x)
+    assert trace.verify(x, out) == []
+    assert torch.allclose(out.double(), torch.softmax(x.double(), dim=1), atol=1e-6)
+
+
+def test_unmasked_store_is_refused_before_memory_is_written():
+    """Is a store past the output's end refused, leaving the bytes after the output as
+    they were (and would they have changed without the audit)?"""
+    _, x = view("contiguous", 5, 7)
+    arena = torch.full((5 * 7 + 16,), 7.0)
+    with audit([x]) as trace, pytest.raises(InterpreterError) as raised:
+        copy(x, arena[:35].view(5, 7), masked=False)
+    assert isinstance(raised.value.__cause__, OwnershipError)
+    assert torch.equal(arena[35:], torch.full((16,), 7.0))  # past the output: untouched
+    # the refused row: only column 0, which program 3's own overrun reached, was written
+    assert torch.equal(arena[29:35], torch.full((6,), 7.0))
+    [refused, spilled, unwritten] = trace.verify(x, arena[:35].view(5, 7))
+    assert (refused.kind, refused.program, refused.column) == ("overrun", 4, 7)
+    assert "program 4 stored to column 7 of row 4, past the row's 7 columns" in refused.text
+    assert "refused, nothing written" in refused.text
+    assert spilled.text.startswith(
+        "program 0 stored to column 7 of row 0, past the row's 7 columns (address +0x1c, "
+        "which is row 1, column 0, owned by program 1) (and 3 more)"
+    )
+    assert unwritten.text == (
+        "row 4, column 0 (address +0x70) was not written by program 4, its owner (and 6 more)"
+    )
+
+    copy(x, arena[:35].view(5, 7), masked=False)  # without the audit the store lands
+    assert not torch.equal(arena[35:], torch.full((16,), 7.0))
+
+
+def test_store_with_the_input_strides_names_program_row_and_column():
+    """Is a kernel that stores at Y + row*SR + col*SC reported with the program, the row
+    and column it wrote, the address, and the program that owns that row?"""
+    _, x = view("transpose", 7, 5)  # strides (1, 7)
+    with audit([x]) as trace:
+        out = copy(x, output_strides=x.stride())
+    [wrong] = trace.verify(x, out)
+    assert wrong.kind == "wrong-owner"
+    assert (wrong.program, wrong.row, wrong.column, wrong.address) == (0, 1, 2, 0x1C)
+    assert wrong.text.startswith(
+        "program 0 stored to row 1, column 2 (address +0x1c), owned by program 1"
+    )
+
+
+def test_row_broadcast_strides_write_one_row_many_times():
+    """With the input's row stride of 0, is row 0 reported as written by every program and
+    the other rows as never written?"""
+    _, x = view("row-broadcast", 4, 8)
+    with audit([x]) as trace:
+        out = copy(x, output_strides=x.stride())
+    kinds = {f.kind: f for f in trace.verify(x, out)}
+    assert set(kinds) == {"wrong-owner", "duplicate", "unwritten"}
+    assert "written 4 times, by program(s) 0, 1, 2, 3" in kinds["duplicate"].text
+    assert kinds["unwritten"].text.startswith("row 1, column 0 (address +0x20) was not written")
+
+
+def test_load_outside_the_footprint_is_reported():
+    """Does adding the storage offset twice show as a load outside the view's footprint?"""
+    _, x = view("slice", 5, 7)  # strides (15, 2), storage offset 16
+    with audit([x]) as trace:
+        out = copy(x, offset=x.storage_offset())
+    [load] = trace.verify(x, out)
+    assert load.kind == "footprint"
+    assert load.text.startswith("program 0 loaded storage index 32, outside the view's footprint")
+
+
+def test_load_outside_every_tensor_is_refused():
+    """Is a load far outside every tensor the kernel was given refused, not performed?"""
+    _, x = view("contiguous", 2, 4)
+    with audit([x]) as trace, pytest.raises(InterpreterError):
+        copy(x, offset=1 << 30)
+    assert trace.refusal.kind == "stray-load"
+    assert "outside every tensor the kernel was given; refused" in trace.refusal.text
+
+
+def test_store_into_the_input_is_refused():
+    """Is a kernel that writes its result over its input stopped with the input intact?"""
+    storage, x = view("contiguous", 3, 4)
+    before = storage.clone()
+    with audit([x]) as trace, pytest.raises(InterpreterError):
+        copy(x, x)
+    assert torch.equal(storage.isnan(), before.isnan())
+    assert torch.equal(storage.nan_to_num(), before.nan_to_num())
+    [finding] = trace.verify(x)
+    assert finding.kind == "input-store"
+    assert finding.text.startswith("program 0 stored to storage index 0 of the input")
+
+
+def test_hooks_are_restored_after_an_exception():
+    """After the block raises, are the interpreter's own load, store and launch back?"""
+    builder = interpreter.interpreter_builder
+    run = interpreter.InterpretedFunction.run
+    _, x = view("contiguous", 2, 4)
+    with pytest.raises(RuntimeError, match="the student's code failed"), audit([x]):
+        with audit([x]):  # nested audits restore in order too
+            copy(x)
+        raise RuntimeError("the student's code failed")
+    assert "create_masked_load" not in vars(builder)
+    assert "create_masked_store" not in vars(builder)
+    assert interpreter.InterpretedFunction.run is run
+    with audit([x]) as trace:
+        copy(x)
+    assert len(trace.accesses) == 4  # one load and one store per program, no more
+
+
+def _suite_seconds(monkeypatch, audited: bool) -> float:
+    if not audited:
+        monkeypatch.setattr(cases, "_audit", lambda x: contextlib.nullcontext())
+    start = time.perf_counter()
+    chosen = cases.suite("strided_softmax", device="cpu")
+    results = run_cases(reference.strided_softmax, "strided_softmax", chosen, seed=3)
+    seconds = time.perf_counter() - start
+    monkeypatch.undo()
+    assert all(r.passed for r in results), [r.detail for r in results if not r.passed]
+    return seconds
+
+
+def test_audit_adds_little_time(monkeypatch):
+    """Does the audit keep the public suite's time within a small factor of running it
+    without the audit?"""
+    _suite_seconds(monkeypatch, audited=True)  # warm up: the interpreter rewrites kernels once
+    plain = min(_suite_seconds(monkeypatch, audited=False) for _ in range(2))
+    audited = min(_suite_seconds(monkeypatch, audited=True) for _ in range(2))
+    assert audited < 1.5 * plain + 0.5, f"audited {audited:.2f} s, plain {plain:.2f} s"

@@ -1,0 +1,404 @@
+"""Parallel autograding: the same gradebook as a sequential run, and no rows lost to locking.
+
+One sample cohort is built once; copies of it are graded sequentially (`nbgrader autograde`)
+and in parallel (two workers). The equality copies keep five submissions that cover every
+way a submission is graded: full marks, a late one (timestamp and penalty), a bug (partial
+scores), the untouched release (zeros and "No response." comments) and the crasher (its
+kernel segfaults: a failed student); the roster student who submitted nothing stays too.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from grader import course, parallel, sample_cohort
+
+pytestmark = pytest.mark.nbgrader
+
+KEPT = ("solution", "late-solution", "bug-ignores-column-stride", "untouched", "crasher")
+QUICK = tuple(f"quick-{i}" for i in range(5))
+"""Untouched releases: every cell fails at once, so the gradebook writes come thick and fast."""
+PROBE = "probe"
+PROBE_CELL = """\
+import json, os
+with open("env_probe.json", "w") as f:
+    json.dump({k: os.environ.get(k) for k in ("CUDA_VISIBLE_DEVICES", "I1_GPU_LOCK")}, f)
+raise NotImplementedError()
+"""
+"""A solution cell that records, from inside the kernel, the GPU and lock it was given."""
+
+
+@pytest.fixture(scope="module")
+def cohort(tmp_path_factory) -> Path:
+    """The sample cohort, built once; tests grade copies of it."""
+    root = tmp_path_factory.mktemp("parallel") / "base"
+    sample_cohort.build(root)
+    return root
+
+
+def copy_course(base: Path, root: Path, keep: tuple[str, ...]) -> Path:
+    """A copy of the course at `base` whose only submissions are those of `keep`."""
+    shutil.copytree(base, root)
+    for folder in (root / "submitted").iterdir():
+        if folder.name not in keep:
+            shutil.rmtree(folder)
+    return root
+
+
+@pytest.fixture(scope="module")
+def graded(cohort, tmp_path_factory):
+    """The same submissions graded sequentially into one copy and in parallel into another."""
+    where = tmp_path_factory.mktemp("graded")
+    sequential_root = copy_course(cohort, where / "sequential", KEPT)
+    parallel_root = copy_course(cohort, where / "parallel", KEPT)
+    sequential = course.autograde(sequential_root)
+    run = parallel.autograde_parallel(parallel_root, workers=2, gpus=[])
+    return sequential_root, sequential, parallel_root, run
+
+
+def gradebook(root: Path):
+    from nbgrader.api import Gradebook
+
+    return Gradebook(f"sqlite:///{root / 'gradebook.db'}")
+
+
+def notebook_rows(notebook) -> tuple:
+    """One submitted notebook as autograde leaves it: penalty, grades and comments by cell."""
+    grades = sorted(
+        (g.name, g.auto_score, g.manual_score, g.needs_manual_grade) for g in notebook.grades
+    )
+    comments = sorted((c.name, c.auto_comment, c.manual_comment) for c in notebook.comments)
+    return notebook.name, notebook.late_submission_penalty, grades, comments
+
+
+def rows(root: Path) -> dict[str, list]:
+    """Everything autograde writes per student, ids aside: timestamps, lateness, cells."""
+    with gradebook(root) as book:
+        return {
+            student.id: sorted(
+                (
+                    submission.assignment.name,
+                    str(submission.timestamp),
+                    submission.total_seconds_late,
+                    sorted(notebook_rows(n) for n in submission.notebooks),
+                )
+                for submission in student.submissions
+            )
+            for student in book.students
+        }
+
+
+def row_counts(root: Path) -> dict[str, Counter]:
+    """Per table, how many rows each student has (submissions, notebooks, grades, comments)."""
+    from sqlalchemy import text
+
+    queries = {
+        "submissions": "SELECT student_id FROM submitted_assignment",
+        "notebooks": "SELECT a.student_id FROM submitted_notebook n "
+        "JOIN submitted_assignment a ON n.assignment_id = a.id",
+        "grades": "SELECT a.student_id FROM grade g JOIN submitted_notebook n "
+        "ON g.notebook_id = n.id JOIN submitted_assignment a ON n.assignment_id = a.id",
+        "comments": "SELECT a.student_id FROM comment c JOIN submitted_notebook n "
+        "ON c.notebook_id = n.id JOIN submitted_assignment a ON n.assignment_id = a.id",
+    }
+    with gradebook(root) as book:
+        return {
+            table: Counter(row[0] for row in book.db.execute(text(sql)))
+            for table, sql in queries.items()
+        }
+
+
+def expected_counts(root: Path, students) -> dict[str, Counter]:
+    """One submission and notebook per student, one grade per grade cell, one comment per
+    solution cell: what a complete autograde leaves."""
+    with gradebook(root) as book:
+        notebook = book.find_notebook(course.NOTEBOOK.removesuffix(".ipynb"), course.ASSIGNMENT)
+        per_student = {
+            "submissions": 1,
+            "notebooks": 1,
+            "grades": len(notebook.grade_cells),
+            "comments": len(notebook.solution_cells),
+        }
+    return {table: Counter(dict.fromkeys(students, n)) for table, n in per_student.items()}
+
+
+def test_parallel_scores_equal_sequential(graded):
+    """Does every student get the same score in every cell as in a sequential run?"""
+    sequential_root, _, parallel_root, _ = graded
+    sequential = sorted(course.cell_scores(sequential_root), key=lambda c: (c.student, c.cell))
+    in_parallel = sorted(course.cell_scores(parallel_root), key=lambda c: (c.student, c.cell))
+    assert {c.student for c in sequential} == set(KEPT)
+    assert in_parallel == sequential
+
+
+def test_parallel_fails_the_same_students(graded):
+    """Is the crasher the one failed student in both runs, and everyone else graded?"""
+    _, sequential, parallel_root, run = graded
+    assert sequential.failed == ("crasher",)
+    assert run.failed == ("crasher",)
+    assert [r.student for r in run.runs] == sorted(KEPT)
+    for student in KEPT:
+        notebook = parallel_root / "autograded" / student / course.ASSIGNMENT / course.NOTEBOOK
+        assert notebook.exists() == (student != "crasher"), student
+
+
+def test_parallel_gradebook_equals_sequential(graded):
+    """Beyond scores, are timestamps, late penalties, manual-grade flags and comments equal?"""
+    sequential_root, _, parallel_root, _ = graded
+    assert rows(parallel_root) == rows(sequential_root)
+    seconds_late = {student: subs[0][2] for student, subs in rows(parallel_root).items() if subs}
+    assert seconds_late["late-solution"] > 0 and seconds_late["solution"] == 0
+
+
+def test_parallel_leaves_no_missing_or_duplicate_rows(graded):
+    """Does each graded student have one submission and one row per cell, no more, no less?"""
+    _, _, parallel_root, _ = graded
+    assert row_counts(parallel_root) == expected_counts(parallel_root, KEPT)
+    with gradebook(parallel_root) as book:
+        assert sorted(s.id for s in book.students) == sorted((*KEPT, "no-submission"))
+
+
+def test_gpu_workers_take_one_gpu_each(tmp_path, monkeypatch):
+    """Is each worker pinned to one GPU, round robin, with that GPU's own lock file?"""
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.delenv(parallel.GPU_LOCK_ENV, raising=False)
+    envs = [parallel.worker_env(tmp_path, slot, ["0", "1"], 1) for slot in range(4)]
+    assert [e["CUDA_VISIBLE_DEVICES"] for e in envs] == ["0", "1", "0", "1"]
+    locks = [e[parallel.GPU_LOCK_ENV] for e in envs]
+    assert locks[0] == locks[2] != locks[1] == locks[3]
+    assert all(Path(lock).parent == tmp_path / "autograded" for lock in locks)
+    bare = parallel.worker_env(tmp_path, 0, [], 1)
+    assert "CUDA_VISIBLE_DEVICES" not in bare and parallel.GPU_LOCK_ENV not in bare
+
+
+HOLD = """\
+import sys, time
+from grader.parallel import gpu_lock
+with gpu_lock():
+    start = time.monotonic()
+    time.sleep(0.5)
+    print(start, time.monotonic())
+"""
+MEET = """\
+import sys, time
+from pathlib import Path
+from grader.parallel import gpu_lock
+mine, other = Path(sys.argv[1]), Path(sys.argv[2])
+with gpu_lock(shared=True):
+    mine.touch()
+    deadline = time.monotonic() + 60
+    while not other.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    print(other.exists())
+"""
+
+
+def run_holders(lock: Path, *scripts: list[str]) -> list[str]:
+    """Processes that each run a script holding I1_GPU_LOCK at `lock`: their outputs."""
+    env = dict(os.environ, PYTHONPATH=str(parallel.REPO), **{parallel.GPU_LOCK_ENV: str(lock)})
+    holders = [
+        subprocess.Popen(
+            [sys.executable, "-c", *script], env=env, stdout=subprocess.PIPE, text=True
+        )
+        for script in scripts
+    ]
+    outputs = [p.communicate()[0] for p in holders]
+    assert all(p.returncode == 0 for p in holders)
+    return outputs
+
+
+def test_gpu_lock_lets_one_process_time_at_a_time(tmp_path):
+    """Do two processes timing on the same GPU hold its lock one after the other?"""
+    outputs = run_holders(tmp_path / "gpu.lock", [HOLD], [HOLD])
+    first, second = sorted(tuple(map(float, out.split())) for out in outputs)
+    assert first[1] <= second[0]
+
+
+def test_shared_gpu_lock_holders_overlap(tmp_path):
+    """Can two shared holders (correctness work, say) hold the GPU lock at the same time?"""
+    a, b = str(tmp_path / "a"), str(tmp_path / "b")
+    outputs = run_holders(tmp_path / "gpu.lock", [MEET, a, b], [MEET, b, a])
+    assert [out.strip() for out in outputs] == ["True", "True"]
+
+
+HAMMER = """\
+import sys, time
+from pathlib import Path
+from nbgrader.api import Gradebook
+url, who, rounds, ready, go = sys.argv[1], sys.argv[2], int(sys.argv[3]), *map(Path, sys.argv[4:])
+ready.touch()
+while not go.exists():  # every writer starts at once, imports done
+    time.sleep(0.01)
+errors = 0
+for r in range(rounds):
+    student = f"{who}-{r}"
+    try:
+        with Gradebook(url) as book:  # as autograde starts a student
+            book.update_or_create_student(student)
+            book.update_or_create_submission(
+                "i1_strided_softmax", student, timestamp="2026-12-01 12:00:00 UTC")
+        with Gradebook(url) as book:  # as SaveAutoGrades ends one: a commit per cell
+            notebook = book.find_submission_notebook(
+                "strided_softmax", "i1_strided_softmax", student)
+            for grade in notebook.grades:
+                grade.auto_score = grade.max_score
+                book.db.commit()
+    except Exception as error:
+        errors += 1
+        print(type(error).__name__, error, file=sys.stderr)
+print(errors)
+"""
+WRITERS = 6
+ROUNDS = 3
+
+
+def hammer(root: Path, url: str, writers: int = WRITERS) -> tuple[int, str]:
+    """`writers` processes write students through nbgrader's API at once: errors, stderr."""
+    go = root / "go"
+    processes = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                HAMMER,
+                url,
+                f"w{i}",
+                str(ROUNDS),
+                str(root / f"ready{i}"),
+                str(go),
+            ],
+            cwd=root,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(writers)
+    ]
+    deadline = time.monotonic() + 300
+    while not all((root / f"ready{i}").exists() for i in range(writers)):
+        assert time.monotonic() < deadline, "the writers did not start within 5 minutes"
+        time.sleep(0.05)
+    go.touch()
+    outputs = [w.communicate() for w in processes]
+    return sum(int(out.split()[-1]) for out, _ in outputs), "".join(err for _, err in outputs)
+
+
+def test_gradebook_writers_without_busy_timeout_collide(cohort, tmp_path):
+    """Does the hammer really contend: without a busy timeout, are writes refused as locked?"""
+    root = copy_course(cohort, tmp_path / "course", ())
+    errors, stderr = hammer(root, f"sqlite:///{root / 'gradebook.db'}?timeout=0", writers=3)
+    assert errors > 0
+    assert "database is locked" in stderr
+
+
+def test_gradebook_writers_with_worker_url_lose_nothing(cohort, tmp_path):
+    """With the workers' gradebook URL, do concurrent writers finish without lost rows?"""
+    root = copy_course(cohort, tmp_path / "course", ())
+    url, _ = parallel.gradebook_url(root)
+    errors, stderr = hammer(root, url)
+    assert (errors, "database is locked" in stderr) == (0, False)
+    students = [f"w{i}-{r}" for i in range(WRITERS) for r in range(ROUNDS)]
+    counts = row_counts(root)
+    assert counts["submissions"] == Counter(dict.fromkeys(students, 1))
+    assert counts["grades"] == expected_counts(root, students)["grades"]
+    with gradebook(root) as book:
+        for student in students:
+            notebook = book.find_submission_notebook("strided_softmax", course.ASSIGNMENT, student)
+            assert all(g.auto_score == g.max_score for g in notebook.grades), student
+
+
+def test_four_workers_on_quick_submissions(cohort, tmp_path):
+    """With four workers grading quick submissions at once, is every row there, none retried,
+    and does each kernel see the GPU and lock its worker was given?"""
+    root = copy_course(cohort, tmp_path / "course", ())
+    for student in QUICK:
+        course.submit_release(root, student)
+    probe = nbformat.read(root / "release" / course.ASSIGNMENT / course.NOTEBOOK, as_version=4)
+    for cell in probe.cells:
+        if cell.metadata.get("nbgrader", {}).get("grade_id") == "addresses":
+            cell.source = PROBE_CELL
+    course.submit(root, PROBE, probe)
+    run = parallel.autograde_parallel(root, workers=4, gpus=["0", "1"])
+    assert run.failed == ()
+    assert [r.attempts for r in run.runs] == [1] * len(run.runs)
+    assert not any("database is locked" in r.log for r in run.runs)
+    assert row_counts(root) == expected_counts(root, (*QUICK, PROBE))
+    probe_dir = root / "autograded" / PROBE / course.ASSIGNMENT
+    seen = json.loads((probe_dir / "env_probe.json").read_text())
+    given = next(r for r in run.runs if r.student == PROBE)
+    assert seen["CUDA_VISIBLE_DEVICES"] == given.gpu
+    assert seen["I1_GPU_LOCK"] == str(root.resolve() / "autograded" / f".gpu-{given.gpu}.lock")
+
+
+FAKE_WORKER = """\
+import json, os, sys
+from pathlib import Path
+for line in sys.stdin:
+    student = line.rstrip("\\n")
+    if student == "kills-its-worker":
+        os._exit(3)
+    tries = Path(student + ".tries")
+    tries.write_text(str(int(tries.read_text()) + 1) if tries.exists() else "1")
+    locked = student == "locked-once" and tries.read_text() == "1"
+    log = "sqlite3.OperationalError: database is locked" if locked else "graded"
+    print(json.dumps({"graded": not locked, "seconds": 0.0, "log": log}), flush=True)
+"""
+"""Stands in for `python -m grader.parallel --serve`: same protocol, scripted outcomes."""
+
+
+def fake_worker(tmp_path: Path) -> parallel._Worker:
+    worker = parallel._Worker(tmp_path, course.ASSIGNMENT, "sqlite://", 0, dict(os.environ))
+    worker.command = [sys.executable, "-c", FAKE_WORKER]
+    return worker
+
+
+def test_a_dead_worker_fails_only_its_student(tmp_path):
+    """When a worker process dies, is only its student failed, and the next one graded?"""
+    worker = fake_worker(tmp_path)
+    try:
+        runs = [worker.grade(s) for s in ("first", "kills-its-worker", "after")]
+    finally:
+        worker.close()
+    assert [r.graded for r in runs] == [True, False, True]
+    assert "worker process died (exit status 3) while grading kills-its-worker" in runs[1].log
+
+
+def test_a_locked_gradebook_regrades_the_student(tmp_path):
+    """Is a student whose run hit "database is locked" graded again, and counted twice?"""
+    worker = fake_worker(tmp_path)
+    try:
+        run = worker.grade("locked-once")
+    finally:
+        worker.close()
+    assert (run.graded, run.attempts) == (True, 2)
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(parallel.REPO))
+    return subprocess.run(
+        [sys.executable, "-m", "grader.parallel", *args], env=env, capture_output=True, text=True
+    )
+
+
+def test_cli_refuses_an_unknown_student(cohort):
+    """Does the CLI name a student with no submission, and exit 2 before grading anyone?"""
+    done = cli(course.ASSIGNMENT, "--course", str(cohort), "--student", "nobody")
+    assert done.returncode == 2
+    assert "no submitted notebook for nobody" in done.stderr
+
+
+def test_cli_refuses_zero_workers(cohort):
+    """Does the CLI say how many workers to ask for when given zero?"""
+    done = cli(course.ASSIGNMENT, "--course", str(cohort), "--workers", "0")
+    assert done.returncode == 2
+    assert "workers must be at least 1, got 0" in done.stderr
