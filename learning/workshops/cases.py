@@ -237,7 +237,7 @@ def _run_view(fn, op: Op, case: Case, device, generator) -> tuple[str | None, st
         finding = trace.verify(x)[0]
         return AUDIT_FAILURES[finding.kind], f"{where}: {finding.text}"
     if isinstance(out, Exception):
-        return "exception", f"{where}: raised {type(out).__name__}: {_first_line(out)}"
+        return "exception", f"{where}: {_raised(out)}"
     problem = _check_output(case.name, out, x, op, before, storage, len(launches), g.rows)
     if trace is not None and g.rows and (problem is None or problem[0] in AUDITED):
         problem = _audited(trace.verify(x, out), problem)
@@ -347,7 +347,7 @@ def _run_repeat(fn, op: Op, case: Case, x, out, storage, generator, where):
     try:
         second = fn(x, num_warps=case.num_warps)
     except Exception as exc:
-        return "exception", f"{where}: second call raised {type(exc).__name__}: {_first_line(exc)}"
+        return "exception", f"{where}: second call {_raised(exc)}"
     problem = _check_output(
         f"{case.name} (second call)", second, x, op, before, storage, 1, case.rows
     )
@@ -397,6 +397,12 @@ def _run_bad_input(fn, case: Case, device, generator) -> tuple[str | None, str]:
             f"{what}: raised {type(exc).__name__}, expected ValueError or TypeError",
         )
     return "not-raised", f"{what}: accepted; it must raise ValueError or TypeError"
+
+
+def _raised(exc: BaseException) -> str:
+    """'raised Name: first line of its message', or 'raised Name' when it has none."""
+    message = _first_line(exc)
+    return f"raised {type(exc).__name__}" + (f": {message}" if message else "")
 
 
 def _first_line(exc: BaseException) -> str:
