@@ -17,7 +17,7 @@ from pathlib import Path
 
 import nbformat
 
-from grader.zoo import Edit, function_span
+from grader.zoo import Edit, apply
 
 REPO = Path(__file__).resolve().parents[1]
 ASSIGNMENT = "i1_strided_softmax"
@@ -104,21 +104,8 @@ def solved_notebook(root: Path, edits: tuple[Edit, ...] = ()) -> nbformat.Notebo
             text = "\n".join(
                 line for line in solutions[grade_id].splitlines() if not _MARKER.match(line)
             )
-            cell.source = _apply_in_cell(text, edits) if cell.cell_type == "code" else text
+            cell.source = apply(text, edits, skip_absent=True) if cell.cell_type == "code" else text
     return release
-
-
-def _apply_in_cell(text: str, edits: tuple[Edit, ...]) -> str:
-    for edit in edits:
-        try:
-            begin, end = function_span(text, edit.function)
-        except KeyError:
-            continue
-        body = text[begin:end]
-        if body.count(edit.old) != 1:
-            raise ValueError(f"edit {edit.old!r} matches {body.count(edit.old)} times")
-        text = text[:begin] + body.replace(edit.old, edit.new) + text[end:]
-    return text
 
 
 def submit(root: Path, student: str, notebook: nbformat.NotebookNode) -> Path:

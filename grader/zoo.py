@@ -262,10 +262,19 @@ def function_span(source: str, function: str) -> tuple[int, int]:
     raise KeyError(f"no function {function!r} in the source")
 
 
-def apply(source: str, edits: tuple[Edit, ...]) -> str:
-    """`source` with every edit applied; each `old` must occur once in its function."""
+def apply(source: str, edits: tuple[Edit, ...], skip_absent: bool = False) -> str:
+    """`source` with every edit applied; each `old` must occur once in its function.
+
+    With `skip_absent`, edits to functions `source` does not define are left out (a
+    notebook cell holds one function of the reference, not all of them).
+    """
     for edit in edits:
-        begin, end = function_span(source, edit.function)
+        try:
+            begin, end = function_span(source, edit.function)
+        except KeyError:
+            if skip_absent:
+                continue
+            raise
         body = source[begin:end]
         count = body.count(edit.old)
         if count != 1:

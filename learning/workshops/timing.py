@@ -87,8 +87,3 @@ def interleaved(
             events[name].append((start, end))
     torch.cuda.synchronize(device)
     return {name: [s.elapsed_time(e) for s, e in pairs] for name, pairs in events.items()}
-
-
-def time_calls(fn: Callable[[], object], reps: int, mode: str, warmup: int = 5) -> list[float]:
-    """Time one function `reps` times: the milliseconds of each call."""
-    return interleaved({"fn": fn}, reps, mode, warmup)["fn"]
