@@ -11,20 +11,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grader import course
-from grader.zoo import BUGS, Edit
+from grader.zoo import BUGS, COPY_FIRST, Edit
 
 DUE = "2026-12-01 17:00:00 UTC"
 LATE = "2026-12-02 09:30:00 UTC"
 ON_TIME = "2026-12-01 12:00:00 UTC"
-
-COPY_FIRST = (
-    Edit(
-        "strided_softmax",
-        "    M, N = matrix(x)\n",
-        "    x = x.contiguous()\n    M, N = matrix(x)\n",
-    ),
-)
-"""The copy-first shortcut: right values, extra traffic; only the GPU timing cell sees it."""
 
 _BUGGY = (
     "ignores-column-stride",

@@ -41,6 +41,15 @@ _ALLOC = "y = torch.empty((M, N), dtype=x.dtype, device=x.device)"
 _KERNEL_CELLS = frozenset({"test_pass2", "hidden_pass2", "test_pass3", "hidden_pass3"})
 _WRAPPER_CELLS = frozenset({"test_pass3", "hidden_pass3"})
 
+COPY_FIRST = (
+    Edit(
+        "strided_softmax",
+        "    M, N = matrix(x)\n",
+        "    x = x.contiguous()\n    M, N = matrix(x)\n",
+    ),
+)
+"""The copy-first shortcut: right values, and a second pass over memory before the kernel."""
+
 BUGS: tuple[Bug, ...] = (
     Bug(
         "address-without-offset",
@@ -168,6 +177,26 @@ BUGS: tuple[Bug, ...] = (
                 "strided_softmax",
                 f"    {_ALLOC}\n",
                 "    return torch.softmax(x.float(), 1).to(x.dtype)\n",
+            ),
+        ),
+        _WRAPPER_CELLS,
+    ),
+    Bug(
+        "copies-first",
+        "copy",
+        "calls x.contiguous() before the kernel: right values, a second pass over memory",
+        COPY_FIRST,
+        _WRAPPER_CELLS,
+    ),
+    Bug(
+        "softmax-beside-kernel",
+        "copy",
+        "launches the kernel but returns torch.softmax of the input",
+        (
+            Edit(
+                "strided_softmax",
+                "num_warps=num_warps)\n    return y",
+                "num_warps=num_warps)\n    return torch.softmax(x.float(), 1).to(x.dtype)",
             ),
         ),
         _WRAPPER_CELLS,

@@ -49,8 +49,7 @@ def test_timing_points_for_the_reference(tmp_path):
 def test_timing_catches_a_copy_first_kernel(tmp_path):
     """Does a kernel that copies its input first score below full points on transposes?"""
     from grader.gpu_timing import timing_points
-    from grader.sample_cohort import COPY_FIRST
-    from grader.zoo import REFERENCE, apply
+    from grader.zoo import COPY_FIRST, REFERENCE, apply
 
     impl = tmp_path / "copy_first.py"
     impl.write_text(apply(REFERENCE.read_text(), COPY_FIRST))

@@ -85,3 +85,72 @@ def test_launches_after_the_block_are_not_counted():
         fill(2)
     fill(2)
     assert len(log) == 1
+
+
+@triton.jit
+def copy_kernel(X, Y, N, BLOCK: tl.constexpr):
+    cols = tl.arange(0, BLOCK)
+    tl.store(Y + cols, tl.load(X + cols, mask=cols < N), mask=cols < N)
+
+
+def kernel_copy(x: torch.Tensor) -> torch.Tensor:
+    y = torch.empty_like(x)
+    copy_kernel[(1,)](x, y, x.numel(), BLOCK=triton.next_power_of_2(x.numel()))
+    return y
+
+
+def view() -> torch.Tensor:
+    return torch.arange(12.0, device=default_device()).view(3, 4).t()
+
+
+READS = {
+    "x.contiguous() on a transpose": (lambda x: x.contiguous(), "aten.clone (a copy"),
+    "x.clone()": (lambda x: x.clone(), "aten.clone"),
+    "x.to(float16)": (lambda x: x.to(torch.float16), "aten._to_copy"),
+    "y.copy_(x)": (lambda x: torch.empty(4, 3, device=x.device).copy_(x), "aten.copy_"),
+    "torch.softmax(x)": (lambda x: torch.softmax(x, 1), "aten._softmax (torch.softmax)"),
+    "x.sum()": (lambda x: x.sum(), "aten.sum (torch compute on the input)"),
+    "a slice, then .item()": (lambda x: x[0, 0].item(), "aten._local_scalar_dense"),
+}
+
+
+@pytest.mark.parametrize("name", READS)
+def test_torch_reading_the_input_is_recorded(name):
+    """Is each way of reading the watched input with torch recorded, named as students
+    would write it?"""
+    action, expected = READS[name]
+    x = view()
+    with count_launches(watch=x) as log:
+        action(x)
+    assert log.torch_reads and log.torch_reads[0].startswith(expected)
+
+
+NOT_READS = {
+    "metadata": lambda x: (x.shape, x.stride(), x.storage_offset(), x.dtype, x.is_contiguous()),
+    "views": lambda x: (x.t(), x[1:, ::2], x[:1].expand(4, 3), x.detach()),
+    "allocations": lambda x: (torch.empty_like(x), x.new_empty(5), torch.empty(4, 3)),
+    "x.contiguous() on a contiguous input": lambda x: x.t().t().contiguous(),
+    "torch on another tensor": lambda x: torch.softmax(torch.ones(2, 3), 1),
+    "the kernel's own loads": kernel_copy,
+}
+
+
+@pytest.mark.parametrize("name", NOT_READS)
+def test_what_reads_nothing_is_not_recorded(name):
+    """Are metadata, views, allocations, no-op .contiguous() calls, other tensors and the
+    kernel launch itself left out?"""
+    x = view().t() if name == "x.contiguous() on a contiguous input" else view()
+    with count_launches(watch=x) as log:
+        NOT_READS[name](x)
+    assert log.torch_reads == []
+
+
+def test_reads_are_watched_only_while_the_block_runs():
+    """Is a read after the block closed left out, and nothing watched without `watch`?"""
+    x = view()
+    with count_launches() as unwatched:
+        x.contiguous()
+    with count_launches(watch=x) as watched:
+        pass
+    x.contiguous()
+    assert unwatched.torch_reads == [] and watched.torch_reads == []

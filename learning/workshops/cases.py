@@ -36,6 +36,7 @@ FAILURES = (
     "layout",  # output is not contiguous
     "input-written",  # the input's storage changed
     "no-launch",  # no Triton kernel ran
+    "outside-kernel",  # torch read the input outside the kernel: a copy or torch compute
     "launch-on-empty",  # a kernel was launched for zero rows
     "nonfinite",  # NaN or inf where the reference is finite
     "sum-low",  # every value finite but rows sum to less than one
@@ -228,7 +229,7 @@ def _run_view(fn, op: Op, case: Case, device, generator) -> tuple[str | None, st
     storage, x = sentinel_view(g, dtype, device, generator, case.fill)
     where = f"{case.name}: {describe(x)}"
     before = storage.clone()
-    with count_launches() as launches, _audit(x) as trace:
+    with count_launches(watch=x) as launches, _audit(x) as trace:
         try:
             out = fn(x, num_warps=case.num_warps)
         except Exception as exc:  # the student's error is the evidence
@@ -241,6 +242,7 @@ def _run_view(fn, op: Op, case: Case, device, generator) -> tuple[str | None, st
     problem = _check_output(case.name, out, x, op, before, storage, len(launches), g.rows)
     if trace is not None and g.rows and (problem is None or problem[0] in AUDITED):
         problem = _audited(trace.verify(x, out), problem)
+    problem = _read_outside_kernel(launches.torch_reads, problem)
     if problem is None and case.repeat:
         return _run_repeat(fn, op, case, x, out, storage, generator, where)
     return (problem[0] if problem else None), _explain(where, problem)
@@ -263,6 +265,20 @@ def _audited(findings: list[Finding], problem: tuple[str, str] | None):
     if findings:
         return AUDIT_FAILURES[findings[0].kind], findings[0].text
     return problem
+
+
+def _read_outside_kernel(reads: list[str], problem: tuple[str, str] | None):
+    """Torch reading the input besides the kernel is a second pass over memory: with right
+    values, or an output the kernel did not write (torch's result returned instead), that
+    is the failure; with other wrong values, the reads join the evidence."""
+    if not reads:
+        return problem
+    what = f"torch read the input outside the kernel: {reads[0]}"
+    if problem is None:
+        return "outside-kernel", f"{what}; the kernel must be the only reader of x"
+    if problem[0] == "ownership":
+        return "outside-kernel", f"{what}, and the output returned is not what the kernel wrote"
+    return problem[0], f"{problem[1]}; also {what}"
 
 
 def _check_output(name: str, out, x, op: Op, before, storage, launches: int, rows: int):

@@ -64,6 +64,13 @@ MESSAGES = {
         "No Triton kernel ran: the result must come from your kernel, launched as "
         "kernel[(M,)](...), not from torch."
     ),
+    "copy": (
+        "Torch reads the input outside your kernel: x.contiguous() on a view, .to(), "
+        ".float() or torch math make a second full pass over memory, the pass that reading "
+        "the view through its strides avoids (x.contiguous() returns a contiguous input as "
+        "it is, which is why only views fail). Pass x itself and x.stride() to the kernel "
+        "and return the output the kernel writes."
+    ),
     "stale-output": (
         "A second call with the same shape and new values returned old results: compute every "
         "call from its input; do not cache outputs."
@@ -169,6 +176,7 @@ RULES: tuple[tuple[str, Callable[[list[CaseResult]], list[CaseResult]]], ...] = 
     ("input-written", _failures("input-written")),
     ("stale-output", _failures("stale")),
     ("no-kernel", _failures("no-launch")),
+    ("copy", _failures("outside-kernel")),
     ("empty-rows", lambda rs: [r for r in rs if _has(r, "empty") and not r.passed]),
     ("validation", _failures("not-raised", "unclear-error")),
     ("dtype", _failures("dtype")),

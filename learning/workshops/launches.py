@@ -1,8 +1,11 @@
-"""Count Triton kernel launches made inside a block of code.
+"""What a call ran: its Triton kernel launches, and torch reading the input outside them.
 
 Every launch, compiled or interpreted, goes through `KernelInterface.__getitem__`
 (`kernel[grid](...)`); wrapping it tells the checks whether a kernel ran at all and
-whether one ran for an input with no rows.
+whether one ran for an input with no rows. A torch dispatch mode sees every aten
+operation; one that reads the watched input's memory outside a launch (a copy such as
+`x.contiguous()`, a dtype change, torch math) is a second pass over memory that the direct
+path exists to avoid. Views, metadata and allocations read nothing and are not recorded.
 """
 
 from __future__ import annotations
@@ -11,7 +14,32 @@ import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode  # torch's FlopCounterMode base
+from torch.utils._pytree import tree_leaves
 from triton.runtime.jit import KernelInterface
+
+ALLOCATIONS = frozenset(
+    {
+        "empty_like",
+        "new_empty",
+        "new_empty_strided",
+        "zeros_like",
+        "ones_like",
+        "full_like",
+        "new_zeros",
+        "new_ones",
+        "new_full",
+    }
+)
+"""Operations that take the input only for its shape, dtype and device."""
+
+GLOSSES = {
+    "clone": "a copy, as x.contiguous() or x.clone() makes",
+    "_to_copy": "a copy with a new dtype or device, as x.to(...), x.float() or x.half() makes",
+    "copy_": "a copy into another tensor, as y.copy_(x) makes",
+    "_softmax": "torch.softmax",
+}
 
 
 @dataclass
@@ -24,9 +52,11 @@ class Launch:
 
 @dataclass
 class LaunchLog:
-    """The launches seen while the context was open."""
+    """The launches seen while the context was open, and torch's reads of the input."""
 
     launches: list[Launch] = field(default_factory=list)
+    torch_reads: list[str] = field(default_factory=list)
+    depth: int = 0  # launches in progress: torch inside them is the launcher's own work
 
     def __len__(self) -> int:
         return len(self.launches)
@@ -38,9 +68,43 @@ def _grid_of(grid) -> tuple:
     return tuple(grid) if isinstance(grid, (tuple, list)) else (grid,)
 
 
+def describe_read(name: str) -> str:
+    """`aten.<name>`, with what students write to get it when that is known."""
+    gloss = GLOSSES.get(name)
+    return f"aten.{name} ({gloss})" if gloss else f"aten.{name} (torch compute on the input)"
+
+
+def _reads_input(func, args, kwargs, storage: int) -> bool:
+    if func.is_view or func._schema.name.split("::")[-1] in ALLOCATIONS:
+        return False
+    return any(
+        isinstance(leaf, torch.Tensor)
+        and leaf.numel() > 0
+        and leaf.untyped_storage().data_ptr() == storage
+        for leaf in tree_leaves((args, kwargs))
+    )
+
+
+def _torch_reads(log: LaunchLog, watch: torch.Tensor | None):
+    """A dispatch mode that records operations reading `watch` outside launches."""
+    if watch is None or watch.numel() == 0:
+        return contextlib.nullcontext()
+    storage = watch.untyped_storage().data_ptr()
+
+    class ReadRecorder(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            if log.depth == 0 and _reads_input(func, args, kwargs, storage):
+                log.torch_reads.append(describe_read(func._schema.name.split("::")[-1]))
+            return func(*args, **kwargs)
+
+    return ReadRecorder()
+
+
 @contextlib.contextmanager
-def count_launches() -> Iterator[LaunchLog]:
-    """Record every kernel launch made while the block runs."""
+def count_launches(watch: torch.Tensor | None = None) -> Iterator[LaunchLog]:
+    """Record every kernel launch made while the block runs, and with `watch`, every torch
+    operation outside a launch that reads `watch`'s memory."""
     log = LaunchLog()
     original = KernelInterface.__getitem__
 
@@ -50,12 +114,17 @@ def count_launches() -> Iterator[LaunchLog]:
         def run(*args, **kwargs):
             name = getattr(kernel, "__name__", type(kernel).__name__)
             log.launches.append(Launch(str(name), _grid_of(grid)))
-            return launch(*args, **kwargs)
+            log.depth += 1
+            try:
+                return launch(*args, **kwargs)
+            finally:
+                log.depth -= 1
 
         return run
 
     KernelInterface.__getitem__ = recording_getitem
     try:
-        yield log
+        with _torch_reads(log, watch):
+            yield log
     finally:
         KernelInterface.__getitem__ = original
