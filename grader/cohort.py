@@ -250,8 +250,16 @@ def load_gradebook(course: Path, assignment: str) -> tuple[list[CellInfo], list[
             f"`nbgrader autograde {assignment}` in {course} first"
         )
     from nbgrader.api import Gradebook, MissingEntry  # slow to import: only with a gradebook
+    from sqlalchemy.exc import DatabaseError
 
-    with Gradebook(f"sqlite:///{path}") as gradebook:
+    try:
+        opened = Gradebook(f"sqlite:///{path}")
+    except DatabaseError as exc:
+        raise CohortError(
+            f"cannot read the gradebook {path} ({exc.orig}): check that it is the course's "
+            "nbgrader gradebook and that no other process holds it"
+        ) from None
+    with opened as gradebook:
         try:
             found = gradebook.find_assignment(assignment)
         except MissingEntry:
@@ -1409,10 +1417,14 @@ def main(argv: list[str] | None = None) -> int:
     try:
         index = write_report(args.course, args.assignment, args.out, args.benchmark)
     except CohortError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"cohort: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:
-        print(f"error: cannot write the report to {args.out}: {exc.strerror}", file=sys.stderr)
+        print(
+            f"cohort: cannot write the report to {args.out} ({exc.strerror}: {exc.filename}); "
+            "choose another --out.",
+            file=sys.stderr,
+        )
         return 2
     print(f"Cohort report: {index}")
     return 0

@@ -20,7 +20,9 @@ from pathlib import Path
 from tqdm import tqdm
 
 from grader import cohort, course, sample_cohort
+from grader.bundle import UsageError
 from grader.parallel import autograde_parallel
+from learning.workshops.paths import unwritable
 from learning.workshops.results import H200_SAMPLE
 
 
@@ -39,8 +41,20 @@ def score_table(root: Path, students: list[str], failed: tuple[str, ...]) -> str
     return "\n".join(lines)
 
 
+def check_options(root: Path, report: Path, workers: int) -> None:
+    """UsageError, before anything is built, for options the demo cannot carry out."""
+    if workers < 1:
+        raise UsageError(f"--workers {workers}: autograde needs at least one, e.g. --workers 2.")
+    for option, folder in (("--course", root), ("--report", report)):
+        problem = unwritable(folder)
+        if problem:
+            raise UsageError(f"{option} {folder}: {problem}; choose another folder.")
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m grader.demo", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--course", default="scratch/demo", help="scratch course folder")
     parser.add_argument("--report", default="reports/cohort", help="report folder")
     parser.add_argument(
@@ -48,6 +62,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     root = Path(args.course).resolve()
+    try:
+        check_options(root, Path(args.report), args.workers)
+    except UsageError as exc:
+        print(f"demo: {exc}", file=sys.stderr)
+        return 2
     started = time.monotonic()
     steps = tqdm(total=3, desc="demo", unit="step", file=sys.stdout)
     steps.set_postfix_str("release and sample cohort")

@@ -6,6 +6,8 @@ Runs the GPU tests, `check --hint` on the reference and two buggy kernels, the b
 twice (the spread between runs is the noise floor), the plots, and `nbgrader autograde`
 of a small cohort with the timing cell; writes everything under --out and prints a short
 table last. `scripts/gpu_check.sh` sets up nbgrader's wheels first on a bare machine.
+Exit status: 0 when every step ran (read the table for how each went), 2 for a usage error
+or a machine without a CUDA device; only `check` runs without one (in Triton's interpreter).
 """
 
 from __future__ import annotations
@@ -18,10 +20,17 @@ import sys
 import time
 from pathlib import Path
 
+import torch
+
 from grader import course
-from grader.sample_cohort import COPY_FIRST
-from grader.zoo import BUGS, write_bug
+from grader.bundle import UsageError
+from grader.zoo import BUGS, COPY_FIRST, write_bug
+from learning.workshops.paths import unwritable
 from learning.workshops.results import load
+
+STEPS = ("tests", "check", "benchmark", "autograde")
+NEEDS_CUDA = ("tests", "benchmark", "autograde")
+"""Without CUDA the GPU tests all skip, the benchmark refuses and the timing cell scores 0."""
 
 
 def run(args: list[str], log: Path) -> tuple[int, float]:
@@ -52,7 +61,11 @@ def checks(out: Path) -> list[str]:
             ],
             log,
         )
-        report = json.loads(log.read_text())
+        try:
+            report = json.loads(log.read_text())
+        except ValueError:
+            lines.append(f"check {name:<22} exit {code}: no JSON report, see {log}")
+            continue
         passed = sum(c["passed"] for c in report["cases"])
         hints = ",".join(h["id"] for h in report["hints"]) or "-"
         lines.append(
@@ -117,13 +130,17 @@ def benchmarks(out: Path) -> list[str]:
 
 def autograde(out: Path) -> list[str]:
     """Autograde the solution, a copy-first solution and a bug, timing cell included."""
-    root = course.new_course(out / "course")
-    course.submit(root, "solution", course.solved_notebook(root))
-    course.submit(root, "copy-first", course.solved_notebook(root, COPY_FIRST))
-    bug = next(b for b in BUGS if b.name == "ignores-column-stride")
-    course.submit(root, bug.name, course.solved_notebook(root, bug.edits))
     started = time.monotonic()
-    result = course.autograde(root)
+    try:
+        root = course.new_course(out / "course")
+        course.submit(root, "solution", course.solved_notebook(root))
+        course.submit(root, "copy-first", course.solved_notebook(root, COPY_FIRST))
+        bug = next(b for b in BUGS if b.name == "ignores-column-stride")
+        course.submit(root, bug.name, course.solved_notebook(root, bug.edits))
+        result = course.autograde(root)
+    except course.CourseError as exc:
+        (out / "autograde.log").write_text(f"{exc}\n")
+        return [f"autograde failed: see {out / 'autograde.log'}"]
     seconds = time.monotonic() - started
     (out / "autograde.log").write_text(result.log)
     lines = [f"autograde of 3 submissions: {seconds:.0f} s; failed: {list(result.failed)}"]
@@ -139,17 +156,52 @@ def autograde(out: Path) -> list[str]:
     return lines
 
 
+def check_options(out: Path, steps: list[str], skipped: list[str]) -> None:
+    """UsageError, before anything is written, for options this run cannot carry out."""
+    if not steps:
+        raise UsageError("--skip names every step, so there is nothing to run; skip fewer.")
+    problem = unwritable(out)
+    if problem:
+        raise UsageError(f"--out {out}: {problem}; choose another folder.")
+    scratch = out / "course"
+    if "autograde" in steps and scratch.exists() and not (scratch / course.SCRATCH_MARK).is_file():
+        if not scratch.is_dir() or any(scratch.iterdir()):
+            raise UsageError(
+                f"--out {out}: autograde builds a scratch course in {scratch}, which holds "
+                "something else; choose another folder."
+            )
+    needs = [step for step in steps if step in NEEDS_CUDA]
+    if needs and not torch.cuda.is_available():
+        raise UsageError(
+            f"this machine has no CUDA device and {', '.join(needs)} cannot run without one; "
+            f"run on a GPU machine, or skip them with --skip {' '.join(skipped + needs)}."
+        )
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m grader.gpu_check", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--out", default="results/gpu", help="folder for logs and results")
     parser.add_argument(
-        "--skip", nargs="*", default=[], help="steps to skip: tests check benchmark autograde"
+        "--skip",
+        nargs="*",
+        default=[],
+        choices=STEPS,
+        metavar="STEP",
+        help=f"steps to skip: {' '.join(STEPS)}",
     )
     args = parser.parse_args(argv)
     out = Path(args.out).resolve()
+    steps = [step for step in STEPS if step not in args.skip]
+    try:
+        check_options(out, steps, list(dict.fromkeys(args.skip)))
+    except UsageError as exc:
+        print(f"gpu_check: {exc}", file=sys.stderr)
+        return 2
     out.mkdir(parents=True, exist_ok=True)
     table = []
-    if "tests" not in args.skip:
+    if "tests" in steps:
         code, seconds = run(
             [
                 sys.executable,
@@ -168,11 +220,11 @@ def main(argv: list[str] | None = None) -> int:
         )
         tail = (out / "pytest_gpu.log").read_text().strip().splitlines()[-1:]
         table.append(f"pytest -m gpu: exit {code} in {seconds:.0f} s: {' '.join(tail)}")
-    if "check" not in args.skip:
+    if "check" in steps:
         table += checks(out)
-    if "benchmark" not in args.skip:
+    if "benchmark" in steps:
         table += benchmarks(out)
-    if "autograde" not in args.skip:
+    if "autograde" in steps:
         table += autograde(out)
     print("\n".join(table))
     (out / "summary.txt").write_text("\n".join(table) + "\n")

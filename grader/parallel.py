@@ -406,7 +406,9 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == [_SERVE]:  # a worker process started by autograde_parallel
         return serve(*argv[1:])
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m grader.parallel", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("assignment", help="the assignment to autograde, e.g. i1_strided_softmax")
     parser.add_argument("--course", default=str(REPO), help="course folder (default: this repo)")
     parser.add_argument(
@@ -417,6 +419,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--student", action="append", help="grade only this student (repeat)")
     args = parser.parse_args(argv)
+    from sqlalchemy.exc import DatabaseError  # nbgrader's database layer: slow to import
+
     try:
         run = autograde_parallel(
             Path(args.course),
@@ -426,7 +430,21 @@ def main(argv: list[str] | None = None) -> int:
             progress=True,
         )
     except (ParallelError, ValueError) as error:
-        print(f"error: {error}", file=sys.stderr)
+        print(f"parallel: {error}", file=sys.stderr)
+        return 2
+    except SyntaxError as error:  # only the course's nbgrader_config.py is compiled here
+        print(
+            f"parallel: {error.filename}, line {error.lineno}: syntax error ({error.msg}); "
+            "fix the course's config.",
+            file=sys.stderr,
+        )
+        return 2
+    except DatabaseError as error:
+        print(
+            f"parallel: cannot open the gradebook of {args.course} ({error.orig}); check that "
+            "it is an nbgrader gradebook.",
+            file=sys.stderr,
+        )
         return 2
     print(_report(run))
     return 1 if run.failed else 0

@@ -71,12 +71,15 @@ def recheck_course(root: Path) -> list[Disagreement]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m grader.recheck", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("assignment", help="the assignment to recheck")
     parser.add_argument("--course", default=str(course.REPO), help="the nbgrader course folder")
     parser.add_argument("--json", action="store_true", help="print the disagreements as JSON")
     args = parser.parse_args(argv)
     root = Path(args.course)
+    gradebook = root / "gradebook.db"
     if args.assignment != course.ASSIGNMENT:
         print(
             f"recheck: unknown assignment {args.assignment!r}; this course has "
@@ -84,13 +87,22 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    if not (root / "gradebook.db").is_file():
+    if not gradebook.is_file():
         print(
-            f"recheck: no gradebook at {root / 'gradebook.db'}; run nbgrader autograde first.",
+            f"recheck: no gradebook at {gradebook}; run nbgrader autograde first.", file=sys.stderr
+        )
+        return 2
+    from sqlalchemy.exc import DatabaseError  # nbgrader's database layer: slow to import
+
+    try:
+        found = recheck_course(root)
+    except DatabaseError as exc:
+        print(
+            f"recheck: cannot read the gradebook {gradebook} ({exc.orig}); check that it is the "
+            "course's nbgrader gradebook and that no other process holds it.",
             file=sys.stderr,
         )
         return 2
-    found = recheck_course(root)
     if args.json:
         print(json.dumps([asdict(d) for d in found], indent=2))
     elif not found:

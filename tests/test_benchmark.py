@@ -326,6 +326,41 @@ def test_load_refuses_an_unknown_variant(tmp_path):
         load(saved(tmp_path, data))
 
 
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("median_ms", "fast", "median_ms is 'fast', not float"),
+        ("rows", 4096.5, "rows is 4096.5, not int"),
+        ("checked", 1, "checked is 1, not bool"),
+        ("samples", True, "samples is True, not int"),
+        ("num_warps", None, None),  # the torch and roof rows have no warps
+        ("median_ms", 1, None),  # JSON may write a whole float without its point
+    ],
+)
+def test_load_checks_each_fields_type(tmp_path, field, value, message):
+    """Is a row whose field has the wrong JSON type refused, naming the field and value,
+    while null warps and whole-number times load?"""
+    data = valid_json(tmp_path)
+    data["rows"][0][field] = value
+    data["rows"][0]["max_ms"] = max(data["rows"][0]["max_ms"], 1)
+    if message is None:
+        assert getattr(load(saved(tmp_path, data)).rows[0], field) == value
+    else:
+        with pytest.raises(ResultsError, match=f"row 0: {message}"):
+            load(saved(tmp_path, data))
+
+
+def test_load_refuses_rows_that_are_not_a_list_and_bytes_that_are_not_text(tmp_path):
+    """Are `"rows": 5` and a binary file refused with a ResultsError, not a TypeError?"""
+    data = valid_json(tmp_path) | {"rows": 5}
+    with pytest.raises(ResultsError, match="rows must be a list"):
+        load(saved(tmp_path, data))
+    binary = tmp_path / "binary.json"
+    binary.write_bytes(b"\x80\x81\xff")
+    with pytest.raises(ResultsError, match="is not text"):
+        load(binary)
+
+
 def test_load_refuses_min_above_median(tmp_path):
     """Is a row whose min time exceeds its median refused?"""
     data = valid_json(tmp_path)

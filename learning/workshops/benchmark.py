@@ -28,6 +28,7 @@ from learning.workshops import contracts, timing
 from learning.workshops.cases import DTYPES, OPS, TOLERANCES
 from learning.workshops.check import UsageError, find_impl
 from learning.workshops.loader import LoadError, load_function
+from learning.workshops.paths import unwritable
 from learning.workshops.results import LAYOUTS, Results, Row
 
 BENCHMARKED_OPS = ("strided_softmax",)
@@ -362,6 +363,11 @@ def parse_options(argv: Sequence[str] | None) -> Options:
         raise UsageError(f"--reps {args.reps}: time at least one call per variant, e.g. 100.")
     if args.output.is_dir():
         raise UsageError(f"--output {args.output} is a folder; name a file such as i1.json.")
+    if args.output.suffix != ".json":
+        raise UsageError(f"--output {args.output}: results are JSON; name a file ending in .json.")
+    problem = unwritable(args.output.parent)
+    if problem:
+        raise UsageError(f"--output {args.output}: {problem}; choose another path.")
     return Options(
         op=args.op,
         output=args.output,

@@ -351,10 +351,17 @@ def main(argv: list[str] | None = None) -> int:
     except ResultsError as exc:
         sys.stderr.write(f"plots: {exc}; pass a file written by {BENCHMARK_COMMAND}.\n")
         return 2
+    out = args.out or Path(args.results).parent
     try:
-        paths = save_plots(results, args.out or Path(args.results).parent)
+        paths = save_plots(results, out)
     except ValueError as exc:
         sys.stderr.write(f"plots: {exc}\n")
+        return 2
+    except OSError as exc:
+        sys.stderr.write(
+            f"plots: cannot write the plots to {out} ({exc.strerror}: {exc.filename}); "
+            "choose another --out.\n"
+        )
         return 2
     sys.stdout.write("".join(f"wrote {p}\n" for p in paths))
     return 0

@@ -93,6 +93,8 @@ def load(path: Path | str) -> Results:
         raise ResultsError(f"cannot read {path}: {exc.strerror}") from None
     except json.JSONDecodeError as exc:
         raise ResultsError(f"{path} is not JSON ({exc.msg}, line {exc.lineno})") from None
+    except UnicodeDecodeError:
+        raise ResultsError(f"{path} is not text, so not a results file") from None
     return from_json(data, str(path))
 
 
@@ -106,10 +108,25 @@ def from_json(data: object, where: str = "results") -> Results:
     missing = top - set(data) - {"note"}
     if missing:
         raise ResultsError(f"{where}: missing {', '.join(sorted(missing))}")
+    if not isinstance(data["rows"], list):
+        raise ResultsError(f"{where}: rows must be a list")
     rows = []
     for i, raw in enumerate(data["rows"]):
         rows.append(_row(raw, f"{where}: row {i}"))
     return Results(**{k: v for k, v in data.items() if k in top and k != "rows"}, rows=rows)
+
+
+def _is_a(value: object, annotation: str) -> bool:
+    """Whether a JSON value fits a Row field's annotation (a bool is not a number)."""
+    if value is None:
+        return "None" in annotation
+    if isinstance(value, bool):
+        return annotation == "bool"
+    if isinstance(value, int):
+        return annotation.split(" ")[0] in ("int", "float")
+    if isinstance(value, float):
+        return annotation == "float"
+    return isinstance(value, str) and annotation == "str"
 
 
 def _row(raw: object, where: str) -> Row:
@@ -119,6 +136,9 @@ def _row(raw: object, where: str) -> Row:
     if set(raw) != names:
         raise ResultsError(f"{where}: fields {sorted(set(raw) ^ names)} missing or unexpected")
     row = Row(**raw)
+    for f in fields(Row):
+        if not _is_a(getattr(row, f.name), f.type):
+            raise ResultsError(f"{where}: {f.name} is {getattr(row, f.name)!r}, not {f.type}")
     if row.variant not in VARIANTS:
         raise ResultsError(f"{where}: unknown variant {row.variant!r}")
     if row.layout not in LAYOUTS:
