@@ -7,7 +7,6 @@ solution cells filled in from the source notebook, optionally with a zoo bug's e
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import subprocess
@@ -18,6 +17,7 @@ from pathlib import Path
 import nbformat
 
 from grader.zoo import Edit, apply
+from learning.workshops.isolation import child_env
 
 REPO = Path(__file__).resolve().parents[1]
 ASSIGNMENT = "i1_strided_softmax"
@@ -52,11 +52,10 @@ class CellScore:
 
 def nbgrader(root: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
     """Run `nbgrader <args>` in the course at `root`; with `check`, raise CourseError on failure."""
-    path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)
     done = subprocess.run(
         [sys.executable, "-m", "nbgrader", *args],
         cwd=root,
-        env=dict(os.environ, PYTHONPATH=path),
+        env=child_env(),
         capture_output=True,
         text=True,
     )

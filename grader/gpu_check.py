@@ -2,7 +2,7 @@
 
     python -m grader.gpu_check --out results/gpu
 
-Runs the GPU tests, `check --hint` on the reference and two buggy kernels, the benchmark
+Runs the GPU tests, `check --hint` on the reference and four buggy kernels, the benchmark
 twice (the spread between runs is the noise floor), the plots, and `nbgrader autograde`
 of a small cohort with the timing cell; writes everything under --out and prints a short
 table last. `scripts/gpu_check.sh` sets up nbgrader's wheels first on a bare machine.
@@ -42,10 +42,15 @@ def run(args: list[str], log: Path) -> tuple[int, float]:
 
 
 def checks(out: Path) -> list[str]:
-    """`check --json` on the reference and two bugs, as real CUDA kernels."""
+    """`check --json` on the reference and four bugs (two that copy), as real CUDA kernels."""
     lines = []
     impls = [("reference", course.REPO / "grader" / "reference.py")]
-    for name in ("ignores-column-stride", "pads-with-zero"):
+    for name in (
+        "ignores-column-stride",
+        "pads-with-zero",
+        "copies-first",
+        "softmax-beside-kernel",
+    ):
         impls.append((name, write_bug(next(b for b in BUGS if b.name == name), out)))
     for name, path in impls:
         log = out / f"check_{name}.json"

@@ -4,18 +4,24 @@ Both run interleaved call by call on hidden transposed shapes with the L2 flushe
 every call, so drift and clocks hit them alike; the score comes from the ratio of medians,
 never from an absolute time. Outputs are rechecked on fresh inputs after timing, and the
 measurements go to a sidecar JSON beside the autograded notebook for the cohort report.
+
+The student's code runs in the timing process, so the timing checks its own honesty three
+ways: what the measurement relies on (CUDA events, the clock, the reference) must be the
+same objects after the student's calls as before; the student's CUDA events must agree
+with the host's wall clock as well as the reference's do (work hidden on a side stream
+escapes the events, not the clock); and the parent process, outside the student's reach,
+checks that the events add up to less time than the whole timing process took.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import torch
@@ -24,6 +30,7 @@ import triton
 import grader.reference as reference
 from grader.hidden import secret_seed
 from grader.parallel import gpu_lock
+from learning.workshops.isolation import child_env
 from learning.workshops.testing import quiet
 from learning.workshops.timing import interleaved, require_cuda, summarize
 
@@ -39,6 +46,11 @@ margin for noise; copying first costs 1.17-1.26x, so it lands in the 0.75 band; 
 that reads its input twice would cost about 2x."""
 SLOWEST_FRACTION = 0.1
 REPS = 40
+WALL_CALLS = 20
+AGREEMENT = (0.5, 2.0)
+"""Bounds on (student events / student wall clock) / (reference events / reference wall
+clock). On the hidden shapes (64 MiB and more, GPU-bound) events and wall clock per call
+agree within a few percent for both; work that escapes the events drives it towards 0."""
 
 
 @dataclass(frozen=True)
@@ -55,6 +67,9 @@ class ShapeTiming:
     correct: bool
     fraction: float
     reason: str
+    student_wall_ms: float
+    reference_wall_ms: float
+    events_ms: float  # every timed call's events, both functions: less than the process ran
 
 
 def band(ratio: float) -> float:
@@ -83,20 +98,47 @@ def _correct(fn, x: torch.Tensor) -> bool:
     return bool(torch.allclose(out.double(), want, rtol=1e-5, atol=1e-6))
 
 
-def time_shape(fn, rows: int, cols: int, seed: int) -> ShapeTiming:
-    """Time `fn` against the reference on one transposed shape; recheck on fresh inputs."""
+def wall_ms(fn, x: torch.Tensor, calls: int = WALL_CALLS) -> float:
+    """Milliseconds per call of `calls` back-to-back calls, by the host's clock."""
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn(x, 4)
+    torch.cuda.synchronize()
+    return (time.perf_counter() - start) * 1e3 / calls
+
+
+def events_disagree(student_ms, student_wall, reference_ms, reference_wall) -> str:
+    """Why the student's events cannot be trusted, or "" when they agree with the clock as
+    well as the reference's do."""
+    agreement = (student_ms / student_wall) / (reference_ms / reference_wall)
+    if AGREEMENT[0] <= agreement <= AGREEMENT[1]:
+        return ""
+    return (
+        f"the CUDA events say {student_ms:.3f} ms a call but the wall clock says "
+        f"{student_wall:.3f} ms (the reference: {reference_ms:.3f} and {reference_wall:.3f} ms): "
+        "work ran outside the timed events"
+    )
+
+
+def time_shape(fn, reference_fn, rows: int, cols: int, seed: int) -> ShapeTiming:
+    """Time `fn` against `reference_fn` on one transposed shape; cross-check the events
+    with the wall clock; recheck the output on fresh inputs."""
     x = _transposed(rows, cols, seed)
     samples = interleaved(
-        {"student": lambda: fn(x, 4), "reference": lambda: reference.strided_softmax(x, 4)},
+        {"student": lambda: fn(x, 4), "reference": lambda: reference_fn(x, 4)},
         reps=REPS,
         mode="cold",
     )
     student, ref = summarize(samples["student"]), summarize(samples["reference"])
+    student_wall, reference_wall = wall_ms(fn, x), wall_ms(reference_fn, x)
     ratio = student.median_ms / ref.median_ms
     fresh = _transposed(rows, cols, seed + 1)
     correct = _correct(fn, x) and _correct(fn, fresh)
-    fraction = band(ratio) if correct else 0.0
     reason = "" if correct else "wrong output after timing (on the timed or on fresh inputs)"
+    reason = reason or events_disagree(
+        student.median_ms, student_wall, ref.median_ms, reference_wall
+    )
     return ShapeTiming(
         rows,
         cols,
@@ -106,9 +148,42 @@ def time_shape(fn, rows: int, cols: int, seed: int) -> ShapeTiming:
         student.max_ms,
         ratio,
         correct,
-        fraction,
+        0.0 if reason else band(ratio),
         reason,
+        student_wall,
+        reference_wall,
+        sum(samples["student"]) + sum(samples["reference"]),
     )
+
+
+def machinery() -> dict[str, object]:
+    """What the measurement and the reference rely on, to compare by identity before and
+    after the student's code ran in this process."""
+    from triton.runtime.jit import JITFunction, KernelInterface
+
+    import learning.workshops.timing as timing
+
+    return {
+        "torch.cuda.Event": torch.cuda.Event,
+        "torch.cuda.Event.record": torch.cuda.Event.record,
+        "torch.cuda.Event.elapsed_time": torch.cuda.Event.elapsed_time,
+        "torch.cuda.synchronize": torch.cuda.synchronize,
+        "torch.Tensor.zero_": torch.Tensor.zero_,
+        "torch.allclose": torch.allclose,
+        "time.perf_counter": time.perf_counter,
+        "triton KernelInterface.__getitem__": KernelInterface.__getitem__,
+        "triton JITFunction.run": JITFunction.run,
+        "grader.reference.strided_softmax": reference.strided_softmax,
+        "grader.reference.softmax_kernel": reference.softmax_kernel,
+        "learning.workshops.timing.interleaved": timing.interleaved,
+        "learning.workshops.timing.summarize": timing.summarize,
+    }
+
+
+def replaced(before: dict[str, object]) -> list[str]:
+    """The names in `before` that no longer refer to the same object."""
+    now = machinery()
+    return [name for name, obj in before.items() if now[name] is not obj]
 
 
 def timing_points(
@@ -125,15 +200,13 @@ def timing_points(
     path, out = Path(impl).resolve(), Path(sidecar).resolve()
     out.unlink(missing_ok=True)
     command = [sys.executable, "-m", "grader.gpu_timing", "--impl", str(path), "--out", str(out)]
-    root = str(Path(__file__).resolve().parents[1])
-    env = dict(
-        os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
-    )
     try:
         with gpu_lock():  # parallel autograde: one timing per GPU at a time (I1_GPU_LOCK)
+            started = time.monotonic()
             done = subprocess.run(
-                command, capture_output=True, text=True, env=env, timeout=CHILD_TIMEOUT_S
+                command, capture_output=True, text=True, env=child_env(), timeout=CHILD_TIMEOUT_S
             )
+            elapsed_s = time.monotonic() - started
         why = (
             ""
             if done.returncode == 0
@@ -141,7 +214,12 @@ def timing_points(
         )
     except subprocess.TimeoutExpired:
         why = f"no result after {CHILD_TIMEOUT_S:.0f} s"
-    if why or not out.is_file():
+    record = _read_record(out) if not why else None
+    if record is not None:
+        why = exceeds_process_time(record, elapsed_s)
+    elif not why:
+        why = "the timing process wrote no readable record"
+    if why:
         out.write_text(
             json.dumps(
                 {
@@ -149,19 +227,48 @@ def timing_points(
                     "points": 0.0,
                     "max_points": max_points,
                     "shapes": [],
-                    "error": why or "no timing written",
+                    "error": why,
                 },
                 indent=2,
             )
             + "\n"
         )
-        print(f"timing: 0 points: {why or 'no timing written'}")
+        print(f"timing: 0 points: {why}")
         return 0.0
-    record = json.loads(out.read_text())
+    for shape in record["shapes"]:
+        if shape["reason"]:
+            print(f"timing: {shape['rows']}x{shape['cols']} earns nothing: {shape['reason']}")
     record["points"] = round(max_points * record["fraction"], 3)
     record["max_points"] = max_points
     out.write_text(json.dumps(record, indent=2) + "\n")
     return record["points"]
+
+
+def _read_record(path: Path) -> dict | None:
+    """The child's sidecar, or None when it is missing or lacks what the parent reads."""
+    try:
+        record = json.loads(path.read_text())
+        numbers = [record["fraction"], record["seconds"]]
+        numbers += [shape["events_ms"] for shape in record["shapes"]]
+        keys = all({"rows", "cols", "reason"} <= shape.keys() for shape in record["shapes"])
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+    if keys and all(isinstance(n, (int, float)) for n in numbers):
+        return record
+    return None
+
+
+def exceeds_process_time(record: dict, elapsed_s: float) -> str:
+    """Why the child's record cannot be true, seen from outside it: its events or its own
+    clock add up to more time than the whole child process took; "" when they fit."""
+    events_s = sum(float(s["events_ms"]) for s in record["shapes"]) / 1e3
+    claimed_s = max(events_s, float(record["seconds"]))
+    if claimed_s <= elapsed_s:
+        return ""
+    return (
+        f"the timing process ran {elapsed_s:.1f} s but its measurements add up to "
+        f"{claimed_s:.1f} s: they were altered from inside the submission"
+    )
 
 
 def _last_line(text: str) -> str:
@@ -175,13 +282,19 @@ def measure(impl: Path, out: Path) -> None:
     from learning.workshops.loader import load_function
 
     select_mode(verbose=False)
+    before = machinery()
+    reference_fn = reference.strided_softmax
     fn = load_function(impl, "strided_softmax")
     started = time.monotonic()
     with quiet():
         timings = [
-            time_shape(fn, rows, cols, secret_seed() + i)
+            time_shape(fn, reference_fn, rows, cols, secret_seed() + i)
             for i, (rows, cols) in enumerate(hidden_shapes())
         ]
+    changed = replaced(before)
+    if changed:
+        why = f"the submission replaced {', '.join(changed)} while it was timed"
+        timings = [replace(t, fraction=0.0, reason=why) for t in timings]
     fraction = sum(t.fraction for t in timings) / len(timings)
     _write_sidecar(out, timings, fraction, time.monotonic() - started)
 

@@ -7,9 +7,12 @@ students never see which views, widths and dtypes are drawn.
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import os
 import random
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -17,7 +20,7 @@ import torch
 
 from learning.workshops.cases import BAD_INPUTS, DTYPES, OPS, Case, suite
 from learning.workshops.contracts import default_device
-from learning.workshops.isolation import IsolatedRun, run_isolated
+from learning.workshops.isolation import IsolatedRun, child_env, run_isolated
 from learning.workshops.testing import failure_message, quiet, record_outcome
 from learning.workshops.views import LAYOUTS
 
@@ -174,3 +177,46 @@ def expect_worksheet(worksheet: Callable) -> None:
                     "variant's median includes the copy)."
                 )
     print("worksheet: 3 hidden measurements pass.")
+
+
+FUNCTION_CHECKS = {"address_table": expect_address_table, "worksheet": expect_worksheet}
+"""The hidden checks that test one plain function, by the function's name."""
+
+
+def run_function_check(function: str, impl: Path) -> tuple[bool, str]:
+    """`function`'s hidden check on its definition in `impl`, in a child process:
+    (passed, the child's last line)."""
+    command = [sys.executable, "-m", "grader.hidden", function, str(impl)]
+    try:
+        done = subprocess.run(
+            command, capture_output=True, text=True, env=child_env(), timeout=CASE_TIMEOUT_S
+        )
+    except subprocess.TimeoutExpired:
+        return False, f"{function}: no result after {CASE_TIMEOUT_S:.0f} s"
+    lines = [line for line in (done.stdout + done.stderr).splitlines() if line.strip()]
+    return done.returncode == 0, lines[-1] if lines else f"exit status {done.returncode}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The child of `run_function_check`: exit 0 when the check passes, 1 with why."""
+    from learning.workshops.contracts import select_mode
+    from learning.workshops.loader import LoadError, load_function
+
+    parser = argparse.ArgumentParser(description="Run one function's hidden check.")
+    parser.add_argument("function", choices=sorted(FUNCTION_CHECKS))
+    parser.add_argument("impl", help="the graded notebook or a .py file")
+    args = parser.parse_args(argv)
+    select_mode(verbose=False)
+    try:
+        FUNCTION_CHECKS[args.function](load_function(Path(args.impl), args.function))
+    except (LoadError, AssertionError) as exc:
+        print(" ".join(str(exc).split()), file=sys.stderr)
+        return 1
+    except Exception as exc:  # the student's function raised: that is the evidence
+        print(f"{args.function} raised {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

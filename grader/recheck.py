@@ -2,11 +2,13 @@
 
     python -m grader.recheck i1_strided_softmax [--course PATH] [--json]
 
-nbgrader trusts what a notebook prints: a submission can patch the grader, torch or the
-traceback machinery from one of its cells and score points it did not earn. This command
-takes each submission's own definitions (solution and given cells, nothing else), runs the
-hidden cases in a child process, and lists every cell where the gradebook and the recheck
-disagree. Exit status: 0 when they agree, 1 when any disagree, 2 for a usage error.
+nbgrader scores a cell by whether it ended in an error, inside the student's own kernel: a
+submission can patch the grader from one of its cells, or have IPython rewrite every later
+cell into `pass`, and score points it did not earn. This command takes each submission's
+own definitions (solution and given cells, nothing else), runs every hidden correctness
+check again in child processes, reads the timing cell's points from the record its timing
+process wrote (it does not time again), and lists every cell where the gradebook and the
+recheck disagree. Exit status: 0 when they agree, 1 when any disagree, 2 for a usage error.
 """
 
 from __future__ import annotations
@@ -18,14 +20,18 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from grader import course
-from grader.hidden import run_hidden
+from grader.gpu_timing import SIDECAR
+from grader.hidden import run_function_check, run_hidden
 
 RECHECKED = {
+    "hidden_addresses": "address_table",
     "hidden_pass1": "copy_rows",
     "hidden_pass2": "softmax_kernel",
     "hidden_pass3": "strided_softmax",
+    "hidden_worksheet": "worksheet",
+    "hidden_timing": "timing",
 }
-"""The hidden cells rechecked, with the op each one tests."""
+"""The hidden cells rechecked, with the op, function or record each one stands on."""
 
 
 @dataclass(frozen=True)
@@ -36,7 +42,7 @@ class Disagreement:
     cell: str
     gradebook_score: float | None
     max_score: float
-    recheck_passed: bool
+    recheck_score: float
     evidence: str
 
 
@@ -49,6 +55,31 @@ def recheck_submission(notebook: Path, op: str) -> tuple[bool, str]:
     return not failed, failed[0].detail if failed else "all hidden cases pass"
 
 
+def timing_record(folder: Path) -> tuple[float, str]:
+    """The timing cell's fraction of its points from the record the timing process left
+    beside the notebook, and why; no record means the timing never ran."""
+    try:
+        record = json.loads((folder / SIDECAR).read_text())
+        fraction = float(record["points"]) / float(record["max_points"])
+    except FileNotFoundError:
+        return 0.0, f"no {SIDECAR} beside the notebook: the timing cell never measured"
+    except (OSError, ValueError, KeyError, TypeError, ZeroDivisionError):
+        return 0.0, f"{SIDECAR} beside the notebook is not a timing record"
+    return fraction, record.get("error") or f"the timing record gives {record['points']:g} points"
+
+
+def recheck_cell(cell: str, notebook: Path) -> tuple[float, str]:
+    """The fraction of `cell`'s points a fresh, isolated recheck gives, and the evidence."""
+    target = RECHECKED[cell]
+    if target == "timing":
+        return timing_record(notebook.parent)
+    if target in ("address_table", "worksheet"):
+        passed, evidence = run_function_check(target, notebook)
+    else:
+        passed, evidence = recheck_submission(notebook, target)
+    return float(passed), evidence
+
+
 def recheck_course(root: Path) -> list[Disagreement]:
     """Every disagreement between the gradebook and a fresh recheck, over all submissions."""
     scores = {(s.student, s.cell): s for s in course.cell_scores(root)}
@@ -57,15 +88,15 @@ def recheck_course(root: Path) -> list[Disagreement]:
         student, notebook = folder.parent.name, folder / course.NOTEBOOK
         if not notebook.is_file():
             continue
-        for cell, op in RECHECKED.items():
+        for cell in RECHECKED:
             graded = scores.get((student, cell))
             if graded is None:
                 continue
-            passed, evidence = recheck_submission(notebook, op)
-            full = graded.score is not None and graded.score >= graded.max_score
-            if passed != full:
+            fraction, evidence = recheck_cell(cell, notebook)
+            score = round(fraction * graded.max_score, 3)
+            if abs((graded.score or 0.0) - score) > 1e-6:
                 disagreements.append(
-                    Disagreement(student, cell, graded.score, graded.max_score, passed, evidence)
+                    Disagreement(student, cell, graded.score, graded.max_score, score, evidence)
                 )
     return disagreements
 
@@ -110,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     for d in [] if args.json else found:
         print(
             f"{d.student}: {d.cell} scored {d.gradebook_score}/{d.max_score:g} in the "
-            f"gradebook, but the recheck {'passes' if d.recheck_passed else 'fails'}: "
+            f"gradebook, but the recheck gives {d.recheck_score:g}: "
             f"{d.evidence}"
         )
     return 1 if found else 0

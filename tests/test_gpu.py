@@ -7,6 +7,8 @@ import json
 import pytest
 import torch
 
+from grader.zoo import Edit
+
 pytestmark = [
     pytest.mark.gpu,
     pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
@@ -54,6 +56,64 @@ def test_timing_catches_a_copy_first_kernel(tmp_path):
     impl = tmp_path / "copy_first.py"
     impl.write_text(apply(REFERENCE.read_text(), COPY_FIRST))
     assert timing_points(2, impl=impl, sidecar=tmp_path / "t.json") < 2
+
+
+_LAUNCH = (
+    "softmax_kernel[(M,)](x, y, x.stride(0), x.stride(1), N, BLOCK=block, num_warps=num_warps)"
+)
+_TWICE = """\
+    import grader.reference as ref
+
+    if not hasattr(ref, "original"):
+        ref.original = ref.softmax_kernel
+
+        class Twice:  # the reference's kernel, launched twice per call
+            def __getitem__(self, grid):
+                def launch(*args, **kwargs):
+                    ref.original[grid](*args, **kwargs)
+                    ref.original[grid](*args, **kwargs)
+
+                return launch
+
+        ref.softmax_kernel = Twice()
+"""
+TIMING_CHEATS = {
+    "hides-work-on-a-side-stream": (
+        "work ran outside the timed events",
+        (
+            Edit(
+                "strided_softmax",
+                f"        {_LAUNCH}\n",
+                "        side = torch.cuda.Stream()\n"
+                "        with torch.cuda.stream(side):\n"
+                f"            {_LAUNCH}\n"
+                "        side.synchronize()\n",
+            ),
+        ),
+    ),
+    "slows-the-reference": (
+        "replaced grader.reference.softmax_kernel",
+        (Edit("strided_softmax", "    M, N = matrix(x)\n", _TWICE + "    M, N = matrix(x)\n"),),
+    ),
+}
+"""Timings faked from inside the submission: what the timing must say, and the edits."""
+
+
+@pytest.mark.parametrize("cheat", TIMING_CHEATS)
+def test_timing_catches_faked_timings(cheat, tmp_path):
+    """Does a submission that fakes its timing from inside the timing process score 0, with
+    the way it cheated named, though its events beat the reference's?"""
+    from grader.gpu_timing import timing_points
+    from grader.zoo import REFERENCE, apply
+
+    expected, edits = TIMING_CHEATS[cheat]
+    impl = tmp_path / f"{cheat.replace('-', '_')}.py"
+    impl.write_text(apply(REFERENCE.read_text(), edits))
+    sidecar = tmp_path / "t.json"
+    assert timing_points(2, impl=impl, sidecar=sidecar) == 0
+    shapes = json.loads(sidecar.read_text())["shapes"]
+    assert shapes and all(expected in s["reason"] for s in shapes), shapes
+    assert all(s["ratio"] < 0.8 for s in shapes), "the cheat did not even move the events"
 
 
 def test_timing_gives_zero_for_a_stale_kernel(tmp_path):

@@ -96,3 +96,60 @@ def test_timing_bands(ratio, fraction):
     from grader.gpu_timing import band
 
     assert band(ratio) == fraction
+
+
+@pytest.mark.parametrize(
+    ("student", "student_wall", "trusted"),
+    [
+        (0.13, 0.13, True),  # a kernel like the reference
+        (0.26, 0.27, True),  # slower, but the events see all of it
+        (0.13, 0.20, True),  # host overhead the events partly miss: within the bounds
+        (0.004, 0.14, False),  # the work ran on a side stream, outside the events
+        (0.9, 0.13, False),  # events longer than the calls took: inflated
+    ],
+)
+def test_events_are_cross_checked_with_the_wall_clock(student, student_wall, trusted):
+    """Are a student's CUDA events trusted only when they agree with the host clock about as
+    well as the reference's (0.13 ms by both) do?"""
+    from grader.gpu_timing import events_disagree
+
+    why = events_disagree(student, student_wall, 0.13, 0.13)
+    assert (why == "") == trusted
+    assert trusted or "outside the timed events" in why
+
+
+def _record(events_ms: float, seconds: float) -> dict:
+    shape = {"rows": 4096, "cols": 4096, "reason": "", "events_ms": events_ms / 2}
+    return {"fraction": 1.0, "seconds": seconds, "shapes": [shape, dict(shape)]}
+
+
+@pytest.mark.parametrize(
+    ("events_ms", "seconds", "elapsed_s", "believable"),
+    [
+        (25.0, 9.0, 14.0, True),  # 80 reps of ~0.15 ms per shape, a child that ran 14 s
+        (25_000.0, 9.0, 14.0, False),  # events inflated beyond what the process ran
+        (25.0, 60.0, 14.0, False),  # the child's own clock sped up
+    ],
+)
+def test_the_parent_bounds_the_childs_claims(events_ms, seconds, elapsed_s, believable):
+    """Seen from outside the timing child, do its events and clock fit in the time it ran?"""
+    from grader.gpu_timing import exceeds_process_time
+
+    why = exceeds_process_time(_record(events_ms, seconds), elapsed_s)
+    assert (why == "") == believable
+    assert believable or f"ran {elapsed_s:.1f} s" in why
+
+
+def test_replaced_machinery_is_named(monkeypatch):
+    """When a submission swaps something the timing relies on, is it named, and nothing
+    else?"""
+    import torch
+
+    import grader.reference
+    from grader.gpu_timing import machinery, replaced
+
+    before = machinery()
+    assert replaced(before) == []
+    monkeypatch.setattr(torch.cuda.Event, "elapsed_time", lambda self, end: 0.001)
+    monkeypatch.setattr(grader.reference, "softmax_kernel", object())
+    assert replaced(before) == ["torch.cuda.Event.elapsed_time", "grader.reference.softmax_kernel"]

@@ -32,6 +32,9 @@ TAMPERING = {
         "torch.allclose = lambda *args, **kwargs: True"
     ),
     "hides-tracebacks": tamper("get_ipython().showtraceback = lambda *args, **kwargs: None"),
+    "rewrites-later-cells": tamper(
+        'get_ipython().input_transformers_post.append(lambda lines: ["pass\\n"])'
+    ),
 }
 
 
@@ -47,8 +50,14 @@ def graded(tmp_path_factory):
     return root, scores, recheck_course(root)
 
 
-FOOLS_NBGRADER = ("patches-grader",)
-"""Tampering that fakes a hidden cell in the gradebook: it acts on the grading kernel."""
+FOOLS_NBGRADER = {
+    "patches-grader": {"hidden_pass3"},
+    "rewrites-later-cells": {"hidden_pass3", "hidden_timing"},
+}
+"""Tampering that fakes hidden cells in the gradebook, acting on the grading kernel, with
+the cells the recheck must flag. Rewriting every later cell into `pass` also fakes the
+worksheet and the timing cells; the worksheet is the solution's, so only the timing (which
+never measured) disagrees."""
 DEFEATED = ("patches-torch", "hides-tracebacks")
 """Tampering that fakes nothing: hidden checks run isolated, and a cell whose traceback is
 hidden still ends in an error reply, which nbgrader scores zero."""
@@ -58,8 +67,8 @@ hidden still ends in an error reply, which nbgrader scores zero."""
 def test_tampering_fakes_the_gradebook(graded, student):
     """Does this tampering really fool nbgrader (so the recheck has work to do)?"""
     _, scores, _ = graded
-    assert scores[(student, "hidden_pass3")] == 3  # cells after the tampering cell
-    assert scores[("honest-bug", "hidden_pass3")] == 0
+    for cell in FOOLS_NBGRADER[student]:  # cells after the tampering cell
+        assert scores[(student, cell)] > scores[("honest-bug", cell)] == 0
 
 
 @pytest.mark.parametrize("student", DEFEATED)
@@ -75,10 +84,12 @@ def test_other_tampering_fakes_nothing(graded, student):
 def test_recheck_flags_tampering(graded, student):
     """Does the recheck list the faked cell, with the failing case as evidence?"""
     _, _, found = graded
-    cells = {d.cell for d in found if d.student == student}
-    assert cells == {"hidden_pass3"}
-    evidence = next(d.evidence for d in found if d.student == student)
-    assert evidence.startswith("hidden-")  # the first failing hidden case, with its detail
+    flagged = {d.cell: d for d in found if d.student == student}
+    assert set(flagged) == FOOLS_NBGRADER[student]
+    assert flagged["hidden_pass3"].recheck_score == 0
+    assert flagged["hidden_pass3"].evidence.startswith("hidden-")  # the first failing case
+    if "hidden_timing" in flagged:
+        assert "the timing cell never measured" in flagged["hidden_timing"].evidence
 
 
 def test_honest_submissions_agree(graded):
@@ -93,7 +104,7 @@ def test_cli_exit_status_and_text(graded, capsys):
     assert main(["i1_strided_softmax", "--course", str(root)]) == 1
     out = capsys.readouterr().out
     assert (
-        "patches-grader: hidden_pass3 scored 3.0/3 in the gradebook, but the recheck fails" in out
+        "patches-grader: hidden_pass3 scored 3.0/3 in the gradebook, but the recheck gives 0" in out
     )
 
 

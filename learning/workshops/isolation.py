@@ -34,6 +34,14 @@ class IsolatedRun:
     device: str = "unknown"
 
 
+def child_env(**extra: str) -> dict[str, str]:
+    """This environment, with the folder that holds `learning` (and, in the course repo,
+    `grader`) first on PYTHONPATH, so a child process imports the same code."""
+    root = str(Path(__file__).resolve().parents[2])
+    path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
+    return dict(os.environ, PYTHONPATH=path, **extra)
+
+
 def run_isolated(
     impl: Path, op: str, function: str, cases: list[Case], seed: int, case_timeout_s: float
 ) -> IsolatedRun:
@@ -77,16 +85,13 @@ def _run_child(impl, op, function, cases, seed, case_timeout_s, run: IsolatedRun
     }
     read_fd, write_fd = os.pipe()
     log = tempfile.TemporaryFile()
-    root = str(Path(__file__).resolve().parents[2])  # so the child imports this `learning`
-    path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
-    env = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONPATH=path)
     child = subprocess.Popen(
         [sys.executable, "-m", "learning.workshops.child", "--report-fd", str(write_fd)],
         stdin=subprocess.PIPE,
         stdout=log,
         stderr=subprocess.STDOUT,
         pass_fds=(write_fd,),
-        env=env,
+        env=child_env(PYTHONUNBUFFERED="1"),
     )
     os.close(write_fd)
     child.stdin.write(json.dumps(job).encode())
