@@ -72,6 +72,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from learning.workshops.isolation import child_env
+
 REPO = Path(__file__).resolve().parents[1]
 GPU_LOCK_ENV = "I1_GPU_LOCK"
 """Environment variable naming the lock file the timing cell holds while it times."""
@@ -173,8 +175,7 @@ def gradebook_url(root: Path) -> tuple[str, str]:
 
 def worker_env(root: Path, slot: int, gpus: Sequence[str], threads: int | None) -> dict[str, str]:
     """The environment of worker `slot`: the repo importable, its GPU and that GPU's lock."""
-    path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)
-    env = dict(os.environ, PYTHONPATH=path)
+    env = child_env()
     if threads is not None and "OMP_NUM_THREADS" not in os.environ:
         env["OMP_NUM_THREADS"] = str(threads)
     if gpus:
