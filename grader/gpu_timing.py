@@ -278,9 +278,12 @@ def _last_line(text: str) -> str:
 
 def measure(impl: Path, out: Path) -> None:
     """Time the function in `impl` against the reference on the hidden shapes; write `out`."""
+    from learning.workshops.child import limit_memory
     from learning.workshops.contracts import select_mode
+    from learning.workshops.isolation import MEMORY_LIMIT_BYTES
     from learning.workshops.loader import load_function
 
+    limit_memory(MEMORY_LIMIT_BYTES)
     select_mode(verbose=False)
     before = machinery()
     reference_fn = reference.strided_softmax

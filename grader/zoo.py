@@ -274,6 +274,22 @@ BUGS: tuple[Bug, ...] = (
         ),
         frozenset({"hidden_pass3"}),
     ),
+    Bug(
+        "hoards-memory-on-wide-rows",
+        "memory",
+        "allocates without end for rows wider than 200, as the hidden cases have",
+        (
+            Edit(
+                "strided_softmax",
+                "    block = triton.next_power_of_2(N)\n",
+                "    hoard = []\n"
+                "    while N > 200:\n"
+                "        hoard.append(torch.empty(2**26, device=x.device))\n"
+                "    block = triton.next_power_of_2(N)\n",
+            ),
+        ),
+        frozenset({"hidden_pass3"}),
+    ),
 )
 
 

@@ -116,6 +116,41 @@ def test_timing_catches_faked_timings(cheat, tmp_path):
     assert all(s["ratio"] < 0.8 for s in shapes), "the cheat did not even move the events"
 
 
+WILD_STORE = Edit(
+    "softmax_kernel",
+    "tl.store(Y + row * N + cols, y",
+    "tl.store(Y + row * N + cols + ((cols * 0 + N) // 201).to(tl.int64) * (1 << 40), y",
+)
+"""A store a terabyte past the output for rows wider than 200: an illegal address."""
+
+
+def test_an_illegal_address_costs_only_its_case(tmp_path):
+    """Does a kernel that stores to a wild address (only on the one wide public case) fail
+    that case as a crash naming the CUDA error, while every later case still passes in a
+    fresh child?"""
+    from grader.zoo import REFERENCE, apply
+    from learning.workshops.check import run_check
+
+    impl = tmp_path / "wild_store.py"
+    impl.write_text(apply(REFERENCE.read_text(), (WILD_STORE,)))
+    report = run_check("strided_softmax", impl)
+    failed = [r for r in report.results if not r.passed]
+    assert [r.name for r in failed] == ["transpose-wide"], failed
+    assert failed[0].failure == "crash" and "illegal memory access" in failed[0].detail
+    assert [h.id for h in report.hints] == ["crash"]
+
+
+def test_a_runaway_allocation_fails_its_case_with_the_memory_hint(tmp_path):
+    """On a GPU, does allocating without end fail only the wide case, as out of memory?"""
+    from grader.zoo import BUGS, write_bug
+    from learning.workshops.check import run_check
+
+    impl = write_bug(next(b for b in BUGS if b.name == "hoards-memory-on-wide-rows"), tmp_path)
+    report = run_check("strided_softmax", impl)
+    assert [r.name for r in report.results if not r.passed] == ["transpose-wide"]
+    assert [h.id for h in report.hints] == ["memory"]
+
+
 def test_timing_gives_zero_for_a_stale_kernel(tmp_path):
     """Does a kernel that replays its first result get no timing points?"""
     from grader.gpu_timing import timing_points

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
+from triton.compiler.errors import CompilationError
 
 from learning.workshops.audit import Finding, Trace, audit
 from learning.workshops.contracts import interpreter_active
@@ -29,6 +30,7 @@ BAD_INPUTS = ("3-d", "int-dtype", "warps-6", "cpu-input")
 
 FAILURES = (
     "exception",  # the call raised
+    "memory",  # the call ran out of host or device memory
     "not-a-tensor",
     "shape",
     "dtype",
@@ -238,7 +240,7 @@ def _run_view(fn, op: Op, case: Case, device, generator) -> tuple[str | None, st
         finding = trace.verify(x)[0]
         return AUDIT_FAILURES[finding.kind], f"{where}: {finding.text}"
     if isinstance(out, Exception):
-        return "exception", f"{where}: {_raised(out)}"
+        return _exception_kind(out), f"{where}: {_raised(out)}"
     problem = _check_output(case.name, out, x, op, before, storage, len(launches), g.rows)
     if trace is not None and g.rows and (problem is None or problem[0] in AUDITED):
         problem = _audited(trace.verify(x, out), problem)
@@ -363,7 +365,7 @@ def _run_repeat(fn, op: Op, case: Case, x, out, storage, generator, where):
     try:
         second = fn(x, num_warps=case.num_warps)
     except Exception as exc:
-        return "exception", f"{where}: second call {_raised(exc)}"
+        return _exception_kind(exc), f"{where}: second call {_raised(exc)}"
     problem = _check_output(
         f"{case.name} (second call)", second, x, op, before, storage, 1, case.rows
     )
@@ -415,10 +417,28 @@ def _run_bad_input(fn, case: Case, device, generator) -> tuple[str | None, str]:
     return "not-raised", f"{what}: accepted; it must raise ValueError or TypeError"
 
 
+def _exception_kind(exc: BaseException) -> str:
+    """ "memory" when the call ran out of host or device memory, else "exception"."""
+    text = str(exc).lower()
+    if isinstance(exc, MemoryError) or "can't allocate memory" in text or "out of memory" in text:
+        return "memory"
+    return "exception"
+
+
 def _raised(exc: BaseException) -> str:
     """'raised Name: first line of its message', or 'raised Name' when it has none."""
-    message = _first_line(exc)
+    message = _compile_error(exc) if isinstance(exc, CompilationError) else _first_line(exc)
     return f"raised {type(exc).__name__}" + (f": {message}" if message else "")
+
+
+def _compile_error(exc: CompilationError) -> str:
+    """Where Triton refused the kernel and why; its own first line is only "at 10:34:"."""
+    why = exc.error_message or (_first_line(exc.__cause__) if exc.__cause__ else "")
+    lineno = getattr(exc.node, "lineno", None)
+    lines = (exc.src or "").splitlines()
+    if lineno is None or not 0 < lineno <= len(lines):
+        return why[:300]
+    return f"kernel line {lineno}, `{lines[lineno - 1].strip()}`: {why}"[:300]
 
 
 def _first_line(exc: BaseException) -> str:

@@ -19,6 +19,7 @@ def main() -> None:
     parser.add_argument("--report-fd", type=int, required=True)
     report = os.fdopen(parser.parse_args().report_fd, "w", buffering=1)
     job = json.load(sys.stdin)
+    limit_memory(job["memory_limit"])
 
     def emit(event: str, **fields) -> None:
         report.write(json.dumps({"event": event, **fields}) + "\n")
@@ -40,8 +41,41 @@ def main() -> None:
     for spec in job["cases"]:
         case = Case(**spec)
         emit("start", case=case.name)
-        result = run_case(fn, job["op"], case, device, job["seed"])
+        try:
+            result, error = run_case(fn, job["op"], case, device, job["seed"]), None
+        except Exception as exc:  # the checks themselves failed: a dead GPU context does that
+            result, error = None, exc
+        lost = _context_lost(device)
+        if lost:  # every later case would fail with it: end here, as a crash of this case
+            print(f"the GPU context died in this case: {lost}", file=sys.stderr, flush=True)
+            sys.exit(3)
+        if error is not None:
+            raise error
         emit("result", **result.to_json())
+
+
+def limit_memory(limit_bytes: int) -> None:
+    """Cap this process's heap and private mappings, so a runaway allocation fails with an
+    error here instead of pushing the machine into swap. Device memory is not counted."""
+    try:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_DATA, (limit_bytes, limit_bytes))
+    except (ImportError, ValueError, OSError):  # no such limit here: the case timeout remains
+        pass
+
+
+def _context_lost(device) -> str | None:
+    """The sticky CUDA error (an illegal address, say) that left `device` unusable, or None."""
+    import torch
+
+    if device.type != "cuda":
+        return None
+    try:
+        torch.cuda.synchronize(device)
+    except Exception as exc:  # torch's AcceleratorError or RuntimeError, by version
+        return str(exc).strip().splitlines()[0]
+    return None
 
 
 if __name__ == "__main__":

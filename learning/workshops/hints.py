@@ -80,8 +80,14 @@ MESSAGES = {
         "Y, never through the input's pointer or strides."
     ),
     "crash": (
-        "The implementation crashed the process (a segfault or a fatal error): look for a load "
-        "or store without a mask, or an address computed from the wrong strides."
+        "The implementation crashed the process (a segfault, a fatal error, or an illegal "
+        "address on the GPU): look for a load or store without a mask, or an address computed "
+        "from the wrong strides."
+    ),
+    "memory": (
+        "The implementation ran out of memory: a call allocates far more than one output of "
+        "M x N. Look for allocations inside a loop, or a tensor sized from the storage "
+        "rather than the view."
     ),
     "timeout": (
         "The implementation did not finish in time: look for a loop that never ends, or a "
@@ -173,6 +179,7 @@ RULES: tuple[tuple[str, Callable[[list[CaseResult]], list[CaseResult]]], ...] = 
     ("unfinished", _unfinished),
     ("crash", _failures("crash")),
     ("timeout", _failures("timeout")),
+    ("memory", _failures("memory")),
     ("input-written", _failures("input-written")),
     ("stale-output", _failures("stale")),
     ("no-kernel", _failures("no-launch")),

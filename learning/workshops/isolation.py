@@ -1,8 +1,9 @@
 """Run an implementation's cases in a child process, so its crashes and hangs are results.
 
-A segfault, a fatal error or a hang fails the case that was running, with its cause, and
-a fresh child picks up at the next case. After a few crashes the rest are reported as not
-run, rather than paying a process start for each.
+A segfault, a fatal error, a hang or a GPU context lost to an illegal address fails the
+case that was running, with its cause, and a fresh child picks up at the next case; a
+runaway allocation fails at the child's memory limit. After a few crashes the rest are
+reported as not run, rather than paying a process start for each.
 """
 
 from __future__ import annotations
@@ -22,6 +23,9 @@ from learning.workshops.cases import Case, CaseResult
 
 MAX_CRASHES = 3
 LOAD_TIMEOUT_S = 180.0
+MEMORY_LIMIT_BYTES = 8 * 1024**3
+"""Host memory a child may map for its heap: the cases need well under 1 GiB, and a
+runaway allocation fails at 8 GiB with an error rather than making the machine swap."""
 
 
 @dataclass
@@ -82,6 +86,7 @@ def _run_child(impl, op, function, cases, seed, case_timeout_s, run: IsolatedRun
         "function": function,
         "seed": seed,
         "cases": [asdict(c) for c in cases],
+        "memory_limit": MEMORY_LIMIT_BYTES,
     }
     read_fd, write_fd = os.pipe()
     log = tempfile.TemporaryFile()

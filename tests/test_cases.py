@@ -1,0 +1,64 @@
+"""How one case reports a call that raised: the failure kind and the detail students read."""
+
+from __future__ import annotations
+
+import ast
+
+import pytest
+from triton.compiler.errors import CompilationError
+
+from learning.workshops.cases import PUBLIC_CASES, run_case
+
+TRANSPOSE = next(c for c in PUBLIC_CASES if c.name == "transpose")
+KERNEL = "def k(X, Y, N):\n    y = tl.load(X)\n    tl.store(Y + N * (1 << 40), y)\n"
+
+
+def raising(exc: BaseException):
+    def fn(x, num_warps=4):
+        raise exc
+
+    return fn
+
+
+def compile_error() -> CompilationError:
+    """What Triton raises for a kernel it refuses, its cause chained as Triton chains it."""
+    node = ast.parse(KERNEL).body[0].body[1]
+    try:
+        try:
+            raise ValueError("incompatible types int32 and int64\n(more detail)")
+        except ValueError as cause:
+            raise CompilationError(KERNEL, node) from cause
+    except CompilationError as exc:
+        return exc
+
+
+def test_a_compile_error_names_the_kernel_line_and_the_cause():
+    """Does a CompilationError (whose first line is only "at 3:4:") show the kernel line and
+    Triton's reason instead?"""
+    result = run_case(raising(compile_error()), "strided_softmax", TRANSPOSE, "cpu", 0)
+    assert result.failure == "exception"
+    assert result.detail.endswith(
+        "raised CompilationError: kernel line 3, `tl.store(Y + N * (1 << 40), y)`: "
+        "incompatible types int32 and int64"
+    )
+
+
+@pytest.mark.parametrize(
+    "exc",
+    [
+        MemoryError(),
+        RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate 1 GB"),
+        RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB"),
+    ],
+)
+def test_running_out_of_memory_is_its_own_failure(exc):
+    """Is host or device memory exhaustion a `memory` failure, not a plain exception?"""
+    result = run_case(raising(exc), "strided_softmax", TRANSPOSE, "cpu", 0)
+    assert result.failure == "memory"
+
+
+def test_other_exceptions_stay_exceptions():
+    """Is an ordinary error still an `exception`, with its first line?"""
+    result = run_case(raising(KeyError("BLOCK")), "strided_softmax", TRANSPOSE, "cpu", 0)
+    assert result.failure == "exception"
+    assert result.detail.endswith("raised KeyError: 'BLOCK'")
