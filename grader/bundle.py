@@ -16,6 +16,7 @@ import zipfile
 from pathlib import Path
 
 from grader.course import ASSIGNMENT, REPO
+from learning.workshops.check import UsageError
 from learning.workshops.paths import unwritable
 
 SHIPPED = (
@@ -28,10 +29,6 @@ SHIPPED = (
 )
 README = Path(__file__).with_name("student_README.md")
 SKIPPED_PARTS = {"__pycache__", ".ipynb_checkpoints"}
-
-
-class UsageError(Exception):
-    """A problem with how the command was called; the message says what to do."""
 
 
 def shipped_files() -> list[Path]:

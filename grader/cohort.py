@@ -32,6 +32,7 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import NullLocator
 from tqdm import tqdm
 
+from grader.course import CourseError, open_gradebook
 from learning.workshops.results import Results, ResultsError
 from learning.workshops.results import load as load_results
 
@@ -249,16 +250,12 @@ def load_gradebook(course: Path, assignment: str) -> tuple[list[CellInfo], list[
             f"no gradebook at {path}: run `nbgrader generate_assignment {assignment}` and "
             f"`nbgrader autograde {assignment}` in {course} first"
         )
-    from nbgrader.api import Gradebook, MissingEntry  # slow to import: only with a gradebook
-    from sqlalchemy.exc import DatabaseError
+    from nbgrader.api import MissingEntry  # slow to import: only with a gradebook
 
     try:
-        opened = Gradebook(f"sqlite:///{path}")
-    except DatabaseError as exc:
-        raise CohortError(
-            f"cannot read the gradebook {path} ({exc.orig}): check that it is the course's "
-            "nbgrader gradebook and that no other process holds it"
-        ) from None
+        opened = open_gradebook(f"sqlite:///{path}")
+    except CourseError as exc:
+        raise CohortError(str(exc)) from None
     with opened as gradebook:
         try:
             found = gradebook.find_assignment(assignment)

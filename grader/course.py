@@ -17,7 +17,7 @@ from pathlib import Path
 import nbformat
 
 from grader.zoo import Edit, apply
-from learning.workshops.isolation import child_env
+from learning.workshops.child import child_env
 
 REPO = Path(__file__).resolve().parents[1]
 ASSIGNMENT = "i1_strided_softmax"
@@ -146,12 +146,27 @@ def autograde(root: Path, *extra: str) -> AutogradeRun:
 _FAILED_STUDENT = re.compile(r"error processing assignment '[^']+' for student '([^']+)'")
 
 
+def open_gradebook(url: str, course_id: str = "default_course"):
+    """nbgrader's Gradebook at `url`; a one-line CourseError when it is not a readable one."""
+    from nbgrader.api import Gradebook  # slow to import: only when a gradebook is opened
+    from sqlalchemy.exc import DatabaseError
+
+    try:
+        return Gradebook(url, course_id)
+    except DatabaseError as exc:
+        where = url.removeprefix("sqlite:///").split("?")[0]
+        raise CourseError(
+            f"cannot read the gradebook {where} ({exc.orig}): check that it is the course's "
+            "nbgrader gradebook and that no other process holds it"
+        ) from None
+
+
 def cell_scores(root: Path) -> list[CellScore]:
     """Every autograded test cell's score, per student, from the course's gradebook."""
-    from nbgrader.api import Gradebook, MissingEntry
+    from nbgrader.api import MissingEntry
 
     scores = []
-    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gradebook:
+    with open_gradebook(f"sqlite:///{root / 'gradebook.db'}") as gradebook:
         for student in gradebook.students:
             try:
                 submission = gradebook.find_submission_notebook(

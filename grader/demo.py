@@ -20,8 +20,8 @@ from pathlib import Path
 from tqdm import tqdm
 
 from grader import cohort, course, sample_cohort
-from grader.bundle import UsageError
 from grader.parallel import autograde_parallel
+from learning.workshops.check import UsageError
 from learning.workshops.paths import unwritable
 from learning.workshops.results import H200_SAMPLE
 

@@ -23,8 +23,8 @@ from pathlib import Path
 import torch
 
 from grader import course
-from grader.bundle import UsageError
 from grader.zoo import BUGS, COPY_FIRST, write_bug
+from learning.workshops.check import UsageError
 from learning.workshops.paths import unwritable
 from learning.workshops.results import load
 

@@ -28,9 +28,9 @@ import torch
 import triton
 
 import grader.reference as reference
-from grader.hidden import secret_seed
+from grader.hidden import last_line, secret_seed
 from grader.parallel import gpu_lock
-from learning.workshops.isolation import child_env
+from learning.workshops.child import child_env
 from learning.workshops.testing import quiet
 from learning.workshops.timing import interleaved, require_cuda, summarize
 
@@ -210,7 +210,7 @@ def timing_points(
         why = (
             ""
             if done.returncode == 0
-            else _last_line(done.stderr) or f"exit status {done.returncode}"
+            else last_line(done.stderr) or f"exit status {done.returncode}"
         )
     except subprocess.TimeoutExpired:
         why = f"no result after {CHILD_TIMEOUT_S:.0f} s"
@@ -269,11 +269,6 @@ def exceeds_process_time(record: dict, elapsed_s: float) -> str:
         f"the timing process ran {elapsed_s:.1f} s but its measurements add up to "
         f"{claimed_s:.1f} s: they were altered from inside the submission"
     )
-
-
-def _last_line(text: str) -> str:
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    return lines[-1][:300] if lines else ""
 
 
 def measure(impl: Path, out: Path) -> None:

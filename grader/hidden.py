@@ -19,8 +19,9 @@ from pathlib import Path
 import torch
 
 from learning.workshops.cases import BAD_INPUTS, DTYPES, OPS, Case, suite
+from learning.workshops.child import child_env
 from learning.workshops.contracts import default_device
-from learning.workshops.isolation import IsolatedRun, child_env, run_isolated
+from learning.workshops.isolation import IsolatedRun, run_isolated
 from learning.workshops.testing import failure_message, quiet, record_outcome
 from learning.workshops.views import LAYOUTS
 
@@ -193,8 +194,15 @@ def run_function_check(function: str, impl: Path) -> tuple[bool, str]:
         )
     except subprocess.TimeoutExpired:
         return False, f"{function}: no result after {CASE_TIMEOUT_S:.0f} s"
-    lines = [line for line in (done.stdout + done.stderr).splitlines() if line.strip()]
-    return done.returncode == 0, lines[-1] if lines else f"exit status {done.returncode}"
+    return done.returncode == 0, last_line(done.stdout + done.stderr) or (
+        f"exit status {done.returncode}"
+    )
+
+
+def last_line(text: str) -> str:
+    """The last line of a child's output that says anything, cut to 300 characters."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1][:300] if lines else ""
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -72,7 +72,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from learning.workshops.isolation import child_env
+from grader.course import CourseError, open_gradebook
+from learning.workshops.child import child_env
 
 REPO = Path(__file__).resolve().parents[1]
 GPU_LOCK_ENV = "I1_GPU_LOCK"
@@ -285,9 +286,9 @@ class _Worker:
 
 def _prime_gradebook(url: str, course_id: str, assignment: str) -> None:
     """Create tables and the course row once, before workers race to; check the assignment."""
-    from nbgrader.api import Gradebook, MissingEntry
+    from nbgrader.api import MissingEntry
 
-    with Gradebook(url, course_id) as gradebook:
+    with open_gradebook(url, course_id) as gradebook:
         try:
             gradebook.find_assignment(assignment)
         except MissingEntry:
@@ -420,8 +421,6 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--student", action="append", help="grade only this student (repeat)")
     args = parser.parse_args(argv)
-    from sqlalchemy.exc import DatabaseError  # nbgrader's database layer: slow to import
-
     try:
         run = autograde_parallel(
             Path(args.course),
@@ -430,20 +429,13 @@ def main(argv: list[str] | None = None) -> int:
             assignment=args.assignment,
             progress=True,
         )
-    except (ParallelError, ValueError) as error:
+    except (ParallelError, CourseError, ValueError) as error:
         print(f"parallel: {error}", file=sys.stderr)
         return 2
     except SyntaxError as error:  # only the course's nbgrader_config.py is compiled here
         print(
             f"parallel: {error.filename}, line {error.lineno}: syntax error ({error.msg}); "
             "fix the course's config.",
-            file=sys.stderr,
-        )
-        return 2
-    except DatabaseError as error:
-        print(
-            f"parallel: cannot open the gradebook of {args.course} ({error.orig}); check that "
-            "it is an nbgrader gradebook.",
             file=sys.stderr,
         )
         return 2

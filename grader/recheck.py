@@ -21,7 +21,7 @@ from pathlib import Path
 
 from grader import course
 from grader.gpu_timing import SIDECAR
-from grader.hidden import run_function_check, run_hidden
+from grader.hidden import FUNCTION_CHECKS, run_function_check, run_hidden
 
 RECHECKED = {
     "hidden_addresses": "address_table",
@@ -73,7 +73,7 @@ def recheck_cell(cell: str, notebook: Path) -> tuple[float, str]:
     target = RECHECKED[cell]
     if target == "timing":
         return timing_record(notebook.parent)
-    if target in ("address_table", "worksheet"):
+    if target in FUNCTION_CHECKS:
         passed, evidence = run_function_check(target, notebook)
     else:
         passed, evidence = recheck_submission(notebook, target)
@@ -123,16 +123,10 @@ def main(argv: list[str] | None = None) -> int:
             f"recheck: no gradebook at {gradebook}; run nbgrader autograde first.", file=sys.stderr
         )
         return 2
-    from sqlalchemy.exc import DatabaseError  # nbgrader's database layer: slow to import
-
     try:
         found = recheck_course(root)
-    except DatabaseError as exc:
-        print(
-            f"recheck: cannot read the gradebook {gradebook} ({exc.orig}); check that it is the "
-            "course's nbgrader gradebook and that no other process holds it.",
-            file=sys.stderr,
-        )
+    except course.CourseError as exc:
+        print(f"recheck: {exc}.", file=sys.stderr)
         return 2
     if args.json:
         print(json.dumps([asdict(d) for d in found], indent=2))

@@ -206,7 +206,7 @@ CASES = [
     (
         "parallel",
         ["i1_strided_softmax", "--course", "{bad}/broken"],
-        "cannot open the gradebook of {bad}/broken (file is not a database)",
+        "cannot read the gradebook {bad}/broken/gradebook.db (file is not a database)",
     ),
     ("parallel", ["nope", "--course", "{bad}/ps1course"], "assignment 'nope' is not in the"),
     # benchmark

@@ -2,7 +2,8 @@
 
 The parent (`isolation.run_isolated`) sends a JSON job on stdin and reads events from a
 dedicated pipe, so whatever the student's code prints cannot corrupt the report. A crash
-or hang here costs the case in progress, never the checker.
+or hang here costs the case in progress, never the checker. Imports stay light here:
+`child_env` serves every command that starts a child process.
 """
 
 from __future__ import annotations
@@ -12,6 +13,14 @@ import json
 import os
 import sys
 from pathlib import Path
+
+
+def child_env(**extra: str) -> dict[str, str]:
+    """This environment, with the folder that holds `learning` (and, in the course repo,
+    `grader`) first on PYTHONPATH, so a child process imports the same code."""
+    root = str(Path(__file__).resolve().parents[2])
+    path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
+    return dict(os.environ, PYTHONPATH=path, **extra)
 
 
 def main() -> None:

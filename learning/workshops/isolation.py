@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from learning.workshops.cases import Case, CaseResult
+from learning.workshops.child import child_env
 
 MAX_CRASHES = 3
 LOAD_TIMEOUT_S = 180.0
@@ -36,14 +37,6 @@ class IsolatedRun:
     load_error: str | None = None
     mode: str = "unknown"
     device: str = "unknown"
-
-
-def child_env(**extra: str) -> dict[str, str]:
-    """This environment, with the folder that holds `learning` (and, in the course repo,
-    `grader`) first on PYTHONPATH, so a child process imports the same code."""
-    root = str(Path(__file__).resolve().parents[2])
-    path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
-    return dict(os.environ, PYTHONPATH=path, **extra)
 
 
 def run_isolated(

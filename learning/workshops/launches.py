@@ -74,8 +74,8 @@ def describe_read(name: str) -> str:
     return f"aten.{name} ({gloss})" if gloss else f"aten.{name} (torch compute on the input)"
 
 
-def _reads_input(func, args, kwargs, storage: int) -> bool:
-    if func.is_view or func._schema.name.split("::")[-1] in ALLOCATIONS:
+def _reads_input(func, name: str, args, kwargs, storage: int) -> bool:
+    if func.is_view or name in ALLOCATIONS:
         return False
     return any(
         isinstance(leaf, torch.Tensor)
@@ -94,8 +94,9 @@ def _torch_reads(log: LaunchLog, watch: torch.Tensor | None):
     class ReadRecorder(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
-            if log.depth == 0 and _reads_input(func, args, kwargs, storage):
-                log.torch_reads.append(describe_read(func._schema.name.split("::")[-1]))
+            name = func._schema.name.split("::")[-1]
+            if log.depth == 0 and _reads_input(func, name, args, kwargs, storage):
+                log.torch_reads.append(describe_read(name))
             return func(*args, **kwargs)
 
     return ReadRecorder()
