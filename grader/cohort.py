@@ -51,10 +51,18 @@ DPI = 130
 NEEDS_GPU = "needs a GPU: no timing sidecars in this course"
 NEEDS_GPU_PANEL = f"{NEEDS_GPU}\n(autograde on a CUDA machine to time each student's kernel)"
 
-STATUSES = ("graded", "manual", "not graded", "no submission")
-"""graded: the autograder scored it; manual: waiting for manual grading; not graded: the
-submission has no autograded notebook (the kernel died, or autograde has not run); no
-submission: on the roster, nothing submitted."""
+STATUSES = ("graded", "manual", "internal error", "not graded", "no submission")
+"""graded: the autograder scored it; manual: waiting for manual grading; internal error: the
+checker itself failed in this cell (its sidecar entry says so), so the score is no verdict on
+the student; not graded: the submission has no autograded notebook (the kernel died, or
+autograde has not run); no submission: on the roster, nothing submitted."""
+INTERNAL_ERROR = "internal-error"  # learning.workshops.faults.INTERNAL_ERROR
+CHECK_KEYS = {
+    "expect_address_table": "hidden:address_table",  # grader.hidden.function_check
+    "expect_worksheet": "hidden:worksheet",
+    "timing_points": "hidden:timing",  # grader.gpu_timing.TEST
+}
+"""The sidecar key of each hidden check that tests one function, and of the timing cell."""
 
 COLOURS = {
     "public": "#6baed6",
@@ -134,6 +142,7 @@ class StudentRecord:
     grades: dict[tuple[str, str], CellGrade] = field(default_factory=dict)
     hints: dict[str, list[str]] | None = None  # sidecar test key -> hint ids
     timing: TimingRecord | None = None
+    internal: frozenset[str] = frozenset()  # sidecar test keys whose checker failed
 
 
 @dataclass
@@ -162,6 +171,7 @@ class Summary:
     manual_pending: int  # cells waiting for manual grading
     with_hints: int
     with_timing: int
+    internal_errors: tuple[tuple[str, str], ...] = ()  # (student, cell) the checker failed in
 
 
 # -- reading ----------------------------------------------------------------------------
@@ -180,6 +190,9 @@ def sidecar_keys(source: str) -> tuple[str, ...]:
     keys = []
     for call in _calls(source):
         name, args = _call_name(call), call.args
+        if name in CHECK_KEYS:
+            keys.append(CHECK_KEYS[name])
+            continue
         if name not in ("expect_cases", "expect_hidden") or len(args) < 2:
             continue
         op = _string(args[1])
@@ -342,17 +355,26 @@ def _progress(items: Iterable, what: str) -> list:
 
 def load_hints(path: Path) -> dict[str, list[str]] | None:
     """A hint sidecar as {test key: hint ids}; None when absent or not of its schema."""
+    tests = _sidecar_tests(path)
+    if tests is None:
+        return None
+    return {key: [str(h) for h in outcome.get("hints", [])] for key, outcome in tests.items()}
+
+
+def load_internal_errors(path: Path) -> frozenset[str]:
+    """The test keys of a hint sidecar whose status says the checker itself failed."""
+    tests = _sidecar_tests(path) or {}
+    return frozenset(k for k, outcome in tests.items() if outcome.get("status") == INTERNAL_ERROR)
+
+
+def _sidecar_tests(path: Path) -> dict[str, dict] | None:
     record = _read_json(path)
     if not isinstance(record, dict) or record.get("schema") != HINTS_SCHEMA:
         return None
     tests = record.get("tests")
     if not isinstance(tests, dict):
         return None
-    return {
-        key: [str(h) for h in outcome.get("hints", [])]
-        for key, outcome in tests.items()
-        if isinstance(outcome, dict)
-    }
+    return {key: outcome for key, outcome in tests.items() if isinstance(outcome, dict)}
 
 
 def load_timing(path: Path) -> TimingRecord | None:
@@ -398,6 +420,7 @@ def load_cohort(course: Path | str, assignment: str) -> Cohort:
         folder = course / "autograded" / record.student / assignment
         if record.autograded:
             record.hints = load_hints(folder / HINTS_SIDECAR)
+            record.internal = load_internal_errors(folder / HINTS_SIDECAR)
             record.timing = load_timing(folder / TIMING_SIDECAR)
     return Cohort(course, assignment, cells, students)
 
@@ -483,6 +506,12 @@ def _cell_status(record: StudentRecord, cell: CellInfo) -> tuple[str, str, float
     extra = grade.extra_credit or 0.0
     if grade.manual_score is not None:
         return "graded", "graded by hand", grade.manual_score + extra
+    if record.internal & set(cell.sidecar_keys):
+        return (
+            "internal error",
+            "the checker failed in this cell, not the student's code: fix it and autograde again",
+            math.nan,
+        )
     if grade.needs_manual_grade:
         return "manual", "waiting for manual grading", math.nan
     if grade.auto_score is None:
@@ -597,6 +626,7 @@ def summarize(cohort: Cohort, table: pd.DataFrame) -> Summary:
     graded = summed[summed["status"] == "graded"]
     reasons = table.drop_duplicates("student").set_index("student")["reason"]
     late = summed[summed["late_seconds"] > 0]["late_seconds"]
+    faulty = table[table["status"] == "internal error"]
     return Summary(
         students=len(cohort.students),
         submitted=sum(r.submitted for r in cohort.students),
@@ -610,6 +640,7 @@ def summarize(cohort: Cohort, table: pd.DataFrame) -> Summary:
         manual_pending=int((table["status"] == "manual").sum()),
         with_hints=sum(r.hints is not None for r in cohort.students),
         with_timing=sum(r.timing is not None for r in cohort.students),
+        internal_errors=tuple(zip(faulty["student"], faulty["cell"], strict=True)),
     )
 
 
@@ -1245,6 +1276,13 @@ def summary_lines(report: Report) -> list[str]:
         )
         lines.append(f"Mean score: {s.mean_score:.2f} of {s.max_score:g} points{pending}.")
     lines.append(f"Hint sidecars: {s.with_hints} of {s.graded} graded students.")
+    if s.internal_errors:
+        count = len(s.internal_errors)
+        where = ", ".join(f"{student} {cell}" for student, cell in s.internal_errors)
+        lines.append(
+            f"Internal errors in the checker: {count} cell{'s' * (count != 1)} ({where}), not "
+            "counted against the students; fix the checker and autograde them again."
+        )
     if s.with_timing:
         lines.append(f"GPU timing sidecars: {s.with_timing} of {s.graded} graded students.")
     else:

@@ -7,6 +7,7 @@ solution cells filled in from the source notebook, optionally with a zoo bug's e
 
 from __future__ import annotations
 
+import ast
 import re
 import shutil
 import subprocess
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import nbformat
 
-from grader.zoo import Edit, apply
+from grader.zoo import Edit, apply, base_source, function_span
 from learning.workshops.child import child_env
 
 REPO = Path(__file__).resolve().parents[1]
@@ -50,12 +51,15 @@ class CellScore:
     max_score: float
 
 
-def nbgrader(root: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    """Run `nbgrader <args>` in the course at `root`; with `check`, raise CourseError on failure."""
+def nbgrader(
+    root: Path, *args: str, check: bool = True, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
+    """Run `nbgrader <args>` in the course at `root` (with `env` added to this process's
+    environment); with `check`, raise CourseError on failure."""
     done = subprocess.run(
         [sys.executable, "-m", "nbgrader", *args],
         cwd=root,
-        env=child_env(),
+        env=child_env(**(env or {})),
         capture_output=True,
         text=True,
     )
@@ -107,6 +111,46 @@ def solved_notebook(root: Path, edits: tuple[Edit, ...] = ()) -> nbformat.Notebo
     return release
 
 
+SETUP_IMPORTS = (
+    "import torch",
+    "import triton",
+    "import triton.language as tl",
+    "from learning.workshops.contracts import device_context, matrix, warps",
+)
+"""Imports the notebook's setup cell already makes: a shape's cells leave them out."""
+
+
+def shape_cells(source: str) -> dict[str, str]:
+    """A shape module (`grader/shapes/`) split as a student would fill the notebook: the
+    kernels and helpers into pass 2, `launch_softmax` into its launcher cell, and
+    `strided_softmax` into pass 3."""
+    launcher = slice(*function_span(source, "launch_softmax"))
+    wrapper = slice(*function_span(source, "strided_softmax"))
+    body = source[: launcher.start]
+    docstring = ast.get_docstring(ast.parse(source), clean=False)
+    if docstring is not None:
+        body = body.split('"""', 2)[2]
+    kept = [line for line in body.splitlines() if line.strip() not in SETUP_IMPORTS]
+    return {
+        "pass2": "\n".join(kept).strip() + "\n",
+        "launch_softmax": source[launcher].strip() + "\n",
+        "pass3": source[wrapper].strip() + "\n",
+    }
+
+
+def shape_notebook(root: Path, shape: str) -> nbformat.NotebookNode:
+    """The solved notebook with its softmax written as `grader/shapes/<shape>.py` writes it."""
+    notebook = solved_notebook(root)
+    cells = shape_cells(base_source(shape))
+    for cell in notebook.cells:
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if grade_id in cells:
+            cell.source = cells[grade_id]
+        elif cell.cell_type == "code" and cell.source.startswith("def launch_softmax("):
+            cell.source = cells["launch_softmax"]
+    return notebook
+
+
 def submit(root: Path, student: str, notebook: nbformat.NotebookNode) -> Path:
     """Place `notebook` as `student`'s submission in the course at `root`."""
     folder = root / "submitted" / student / ASSIGNMENT
@@ -129,13 +173,19 @@ class AutogradeRun:
     failed: tuple[str, ...]
 
 
-def autograde(root: Path, *extra: str) -> AutogradeRun:
+def autograde(root: Path, *extra: str, env: dict[str, str] | None = None) -> AutogradeRun:
     """Autograde every submission in the course at `root`.
 
     nbgrader exits non-zero when any one student fails (a dead kernel, say) and grades the
     rest anyway; those students are listed in `failed`, not raised.
     """
-    done = nbgrader(root, "autograde", ASSIGNMENT, "--force", *extra, check=False)
+    from grader.sandbox import SandboxUnavailable, ready_to_grade
+
+    try:
+        ready_to_grade()
+    except SandboxUnavailable as exc:
+        raise CourseError(str(exc)) from None
+    done = nbgrader(root, "autograde", ASSIGNMENT, "--force", *extra, check=False, env=env)
     log = done.stdout + done.stderr
     failed = tuple(_FAILED_STUDENT.findall(log))
     if done.returncode != 0 and not failed:

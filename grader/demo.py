@@ -21,6 +21,7 @@ from tqdm import tqdm
 
 from grader import cohort, course, sample_cohort
 from grader.parallel import autograde_parallel
+from grader.sandbox import SandboxUnavailable, add_unsafe_option, ready_to_grade
 from learning.workshops.check import UsageError
 from learning.workshops.paths import unwritable
 from learning.workshops.results import H200_SAMPLE
@@ -60,11 +61,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--workers", type=int, default=min(4, os.cpu_count() or 1), help="autograde workers"
     )
+    add_unsafe_option(parser)
     args = parser.parse_args(argv)
     root = Path(args.course).resolve()
     try:
         check_options(root, Path(args.report), args.workers)
-    except UsageError as exc:
+        ready_to_grade(args.unsafe_no_sandbox)
+    except (UsageError, SandboxUnavailable) as exc:
         print(f"demo: {exc}", file=sys.stderr)
         return 2
     started = time.monotonic()

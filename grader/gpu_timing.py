@@ -10,12 +10,16 @@ ways: what the measurement relies on (CUDA events, the clock, the reference) mus
 same objects after the student's calls as before; the student's CUDA events must agree
 with the host's wall clock as well as the reference's do (work hidden on a side stream
 escapes the events, not the clock); and the parent process, outside the student's reach,
-checks that the events add up to less time than the whole timing process took.
+checks that the events add up to less time than the whole timing process took. An exception
+in the timing's own code (not the student's function, not a GPU context the student's kernel
+killed) is the checker's: the child exits 3 and the cell raises `CheckerFault`.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
+import hashlib
 import json
 import random
 import subprocess
@@ -28,13 +32,21 @@ import torch
 import triton
 
 import grader.reference as reference
-from grader.hidden import last_line, secret_seed
-from grader.parallel import gpu_lock
-from learning.workshops.child import child_env
-from learning.workshops.testing import quiet
+from learning.workshops.child import child_env, context_lost
+from learning.workshops.faults import (
+    INTERNAL_ERROR,
+    INTERNAL_EXIT,
+    CheckerFault,
+    call_student,
+    fault_text,
+    internal_message,
+)
+from learning.workshops.testing import checker_faults, quiet, record_status
 from learning.workshops.timing import interleaved, require_cuda, summarize
 
 SIDECAR = "i1_timing.json"
+TEST = "hidden:timing"
+"""The timing cell's entry in the hints sidecar, written when the checker fails."""
 SUBMISSION = "strided_softmax.ipynb"
 CHILD_TIMEOUT_S = 300.0
 SHAPES = ((4096, 4096), (8192, 2048), (16384, 1024), (65536, 512), (2048, 8192))
@@ -80,9 +92,11 @@ def band(ratio: float) -> float:
     return SLOWEST_FRACTION
 
 
-def hidden_shapes(count: int = 2) -> list[tuple[int, int]]:
-    """The timing shapes, drawn from the secret seed (the same for every student)."""
-    return random.Random(f"{secret_seed()}/timing").sample(SHAPES, count)
+def hidden_shapes(count: int = 2, key: str | None = None) -> list[tuple[int, int]]:
+    """The timing shapes, drawn from `key` (a grading's draw; the course secret by default)."""
+    from grader.hidden import secret_seed
+
+    return random.Random(f"{key or secret_seed()}/timing").sample(SHAPES, count)
 
 
 def _transposed(rows: int, cols: int, seed: int) -> torch.Tensor:
@@ -93,6 +107,8 @@ def _transposed(rows: int, cols: int, seed: int) -> torch.Tensor:
 def _correct(fn, x: torch.Tensor) -> bool:
     out = fn(x, 4)
     if not isinstance(out, torch.Tensor) or out.shape != x.shape or out.dtype != x.dtype:
+        return False
+    if out.device != x.device:
         return False
     want = torch.softmax(x.double(), dim=1)
     return bool(torch.allclose(out.double(), want, rtol=1e-5, atol=1e-6))
@@ -186,20 +202,55 @@ def replaced(before: dict[str, object]) -> list[str]:
     return [name for name, obj in before.items() if now[name] is not obj]
 
 
+@dataclass(frozen=True)
+class Sandbox:
+    """How the timing child runs in a sandbox: `wrap` makes its command; `impl` and `record`
+    are the notebook and the record as the child sees them, `record_here` where this
+    process reads the record back; `key` draws the shapes and values."""
+
+    wrap: object
+    impl: str
+    record: str
+    record_here: Path
+    key: str
+
+
 def timing_points(
-    max_points: float, impl: str | Path = SUBMISSION, sidecar: str | Path = SIDECAR
+    max_points: float,
+    impl: str | Path = SUBMISSION,
+    sidecar: str | Path = SIDECAR,
+    sandbox: Sandbox | None = None,
 ) -> float:
     """Points for the hidden timing cell: the mean band over the hidden shapes.
 
     The timing runs in a child process on the definitions in `impl` (the graded notebook):
     a crash or hang there scores 0 with its cause, and nothing the notebook's cells patch
     in the grading kernel (clocks, events, torch) reaches the measurement. Without a CUDA
-    device this raises, with one sentence, so the cell fails and every other cell grades.
+    device this raises, with one sentence, so the cell fails and every other cell grades. When
+    the timing's own code fails, this raises CheckerFault, which says it is not the student's.
     """
     require_cuda()
-    path, out = Path(impl).resolve(), Path(sidecar).resolve()
+    with checker_faults(TEST):
+        return _timing_points(max_points, Path(impl).resolve(), Path(sidecar).resolve(), sandbox)
+
+
+def _timing_points(max_points: float, path: Path, out: Path, sandbox: Sandbox | None) -> float:
+    from grader.hidden import last_line, secret_seed
+    from grader.parallel import gpu_lock
+
     out.unlink(missing_ok=True)
-    command = [sys.executable, "-m", "grader.gpu_timing", "--impl", str(path), "--out", str(out)]
+    key = sandbox.key if sandbox else str(secret_seed())
+    shapes = ",".join(f"{r}x{c}" for r, c in hidden_shapes(key=key))
+    impl, record = (sandbox.impl, sandbox.record) if sandbox else (str(path), str(out))
+    command = [sys.executable, "-m", "grader.gpu_timing", "--impl", impl, "--out", record]
+    command += [
+        "--shapes",
+        shapes,
+        "--seed",
+        str(int(hashlib.sha256(key.encode()).hexdigest()[:8], 16)),
+    ]
+    if sandbox:
+        command = sandbox.wrap(command)
     try:
         with gpu_lock():  # parallel autograde: one timing per GPU at a time (I1_GPU_LOCK)
             started = time.monotonic()
@@ -207,6 +258,8 @@ def timing_points(
                 command, capture_output=True, text=True, env=child_env(), timeout=CHILD_TIMEOUT_S
             )
             elapsed_s = time.monotonic() - started
+        if done.returncode == INTERNAL_EXIT:
+            _checker_failed(out, max_points, (done.stderr.strip().splitlines() or [""])[-1])
         why = (
             ""
             if done.returncode == 0
@@ -214,25 +267,20 @@ def timing_points(
         )
     except subprocess.TimeoutExpired:
         why = f"no result after {CHILD_TIMEOUT_S:.0f} s"
+    if sandbox and not why:  # the child wrote where it could; this process keeps the record
+        from grader.sandbox import read_regular
+
+        try:
+            out.write_bytes(read_regular(sandbox.record_here, 1_000_000))
+        except OSError as exc:
+            why = f"the timing process left no record it could read ({exc})"
     record = _read_record(out) if not why else None
     if record is not None:
         why = exceeds_process_time(record, elapsed_s)
     elif not why:
         why = "the timing process wrote no readable record"
     if why:
-        out.write_text(
-            json.dumps(
-                {
-                    "schema": "i1-timing/1",
-                    "points": 0.0,
-                    "max_points": max_points,
-                    "shapes": [],
-                    "error": why,
-                },
-                indent=2,
-            )
-            + "\n"
-        )
+        _write_failure(out, max_points, why)
         print(f"timing: 0 points: {why}")
         return 0.0
     for shape in record["shapes"]:
@@ -242,6 +290,23 @@ def timing_points(
     record["max_points"] = max_points
     out.write_text(json.dumps(record, indent=2) + "\n")
     return record["points"]
+
+
+def _write_failure(out: Path, max_points: float, why: str, internal: bool = False) -> None:
+    """A timing record of 0 points that says why (and whether the checker was at fault)."""
+    record = {"schema": "i1-timing/1", "points": 0.0, "max_points": max_points, "shapes": []}
+    record["error"] = why
+    if internal:
+        record["internal_error"] = True
+    out.write_text(json.dumps(record, indent=2) + "\n")
+
+
+def _checker_failed(out: Path, max_points: float, line: str) -> None:
+    """The timing child's own code failed (exit 3): record it as the checker's, and raise."""
+    message = line or internal_message([f"{TEST}: the timing child exited {INTERNAL_EXIT}"])
+    _write_failure(out, max_points, message, internal=True)
+    record_status(TEST, INTERNAL_ERROR, internal_errors=[message])
+    raise CheckerFault(message)
 
 
 def _read_record(path: Path) -> dict | None:
@@ -271,8 +336,8 @@ def exceeds_process_time(record: dict, elapsed_s: float) -> str:
     )
 
 
-def measure(impl: Path, out: Path) -> None:
-    """Time the function in `impl` against the reference on the hidden shapes; write `out`."""
+def measure(impl: Path, out: Path, shapes: list[tuple[int, int]], seed: int) -> None:
+    """Time the function in `impl` against the reference on `shapes`; write `out`."""
     from learning.workshops.child import limit_memory
     from learning.workshops.contracts import select_mode
     from learning.workshops.isolation import MEMORY_LIMIT_BYTES
@@ -282,12 +347,12 @@ def measure(impl: Path, out: Path) -> None:
     select_mode(verbose=False)
     before = machinery()
     reference_fn = reference.strided_softmax
-    fn = load_function(impl, "strided_softmax")
+    fn = functools.partial(call_student, "strided_softmax", load_function(impl, "strided_softmax"))
     started = time.monotonic()
     with quiet():
         timings = [
-            time_shape(fn, reference_fn, rows, cols, secret_seed() + i)
-            for i, (rows, cols) in enumerate(hidden_shapes())
+            time_shape(fn, reference_fn, rows, cols, seed + i)
+            for i, (rows, cols) in enumerate(shapes)
         ]
     changed = replaced(before)
     if changed:
@@ -316,12 +381,41 @@ def _write_sidecar(path: Path, timings, fraction: float, seconds: float) -> None
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Time a submission: exit 0 with the sidecar written, 1 when the student's code failed,
+    3 when the timing's own code did (an internal error)."""
+    from learning.workshops.loader import LoadError
+
     parser = argparse.ArgumentParser(description="Time a submission against the reference.")
     parser.add_argument("--impl", required=True, help="the graded notebook or a .py file")
     parser.add_argument("--out", required=True, help="the sidecar JSON to write")
+    parser.add_argument("--shapes", help="ROWSxCOLS,... (default: drawn from the secret)")
+    parser.add_argument("--seed", type=int, help="the inputs' seed (default: the secret)")
     args = parser.parse_args(argv)
-    measure(Path(args.impl), Path(args.out))
+    try:
+        shapes = _shapes(args.shapes) if args.shapes else hidden_shapes()
+        seed = args.seed if args.seed is not None else _secret()
+        measure(Path(args.impl), Path(args.out), shapes, seed)
+    except (LoadError, AssertionError) as exc:  # not loaded, or the student's function raised
+        print(" ".join(str(exc).split()), file=sys.stderr)
+        return 1
+    except Exception as exc:
+        lost = context_lost(torch.device("cuda")) if torch.cuda.is_initialized() else None
+        if lost:  # the student's kernel killed the context; it surfaced in the timing's code
+            print(f"the GPU context died: {lost}", file=sys.stderr)
+            return 1
+        print(" ".join(internal_message([f"{TEST}: {fault_text(exc)}"]).split()), file=sys.stderr)
+        return INTERNAL_EXIT
     return 0
+
+
+def _shapes(text: str) -> list[tuple[int, int]]:
+    return [tuple(int(n) for n in shape.split("x")) for shape in text.split(",")]
+
+
+def _secret() -> int:
+    from grader.hidden import secret_seed
+
+    return secret_seed()
 
 
 if __name__ == "__main__":

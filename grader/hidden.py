@@ -2,18 +2,27 @@
 
 The seed lives in `grader/secret_seed.txt` (or `I1_SECRET_SEED`), which never ships. The
 same seed draws the same cases and values for every student, so grades are reproducible;
-students never see which views, widths and dtypes are drawn.
+students never see which views, widths and dtypes are drawn. An exception in a check's own
+code is the checker's: the cell raises `CheckerFault` saying so, and the hints sidecar
+records the test as `internal-error`.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
+import functools
+import hashlib
+import io
+import json
 import os
 import random
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -21,8 +30,21 @@ import torch
 from learning.workshops.cases import BAD_INPUTS, DTYPES, OPS, Case, suite
 from learning.workshops.child import child_env
 from learning.workshops.contracts import default_device
+from learning.workshops.faults import (
+    INTERNAL_EXIT,
+    CheckerFault,
+    call_student,
+    fault_text,
+    internal_message,
+)
 from learning.workshops.isolation import IsolatedRun, run_isolated
-from learning.workshops.testing import failure_message, quiet, record_outcome
+from learning.workshops.testing import (
+    checker_faults,
+    quiet,
+    record_outcome,
+    record_status,
+    verdict,
+)
 from learning.workshops.views import LAYOUTS
 
 SEED_FILE = Path(__file__).with_name("secret_seed.txt")
@@ -36,10 +58,36 @@ def secret_seed() -> int:
     return int(text.strip())
 
 
-def hidden_cases(op: str) -> list[Case]:
+@dataclass(frozen=True)
+class Draw:
+    """What one grading's hidden cases are drawn from: the course secret, the student and
+    the submission's time. Every student meets the same kinds of views, each with fresh
+    shapes, offsets and values, so what one grading shows is no use for the next."""
+
+    secret: int
+    student: str = ""
+    submitted: str = ""
+
+    @property
+    def key(self) -> str:
+        text = f"{self.secret}/{self.student}/{self.submitted}"
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    @property
+    def seed(self) -> int:
+        """The seed of the cases' values."""
+        return int(self.key[:8], 16)
+
+
+def course_draw() -> Draw:
+    """The draw of no submission in particular: the course secret alone."""
+    return Draw(secret_seed())
+
+
+def hidden_cases(op: str, draw: Draw | None = None) -> list[Case]:
     """The hidden cases for `op`: every layout with drawn shapes, dtypes and fills, plus
     the wide, large-magnitude, half-precision, repeated and contract cases."""
-    rng = random.Random(f"{secret_seed()}/{op}")
+    rng = random.Random(f"{(draw or course_draw()).key}/{op}")
     cases = []
     for layout in LAYOUTS:
         for i in range(2):
@@ -55,7 +103,8 @@ def hidden_cases(op: str) -> list[Case]:
                 )
             )
     cases += [
-        Case("hidden-wide", rng.choice(("transpose", "slice")), 3, rng.randint(300, 2000)),
+        Case("hidden-wide", "transpose", 3, rng.randint(300, 2000)),
+        Case("hidden-wide-slice", "slice", 2, rng.randint(300, 2000)),
         Case("hidden-large", "transposed-slice", 5, rng.choice(WIDTHS[3:]), fill="large"),
         Case("hidden-large-half", "slice", 4, 40, dtype="float16", fill="large"),
         Case("hidden-bfloat16", "transpose", 6, rng.choice(WIDTHS[2:]), dtype="bfloat16"),
@@ -82,29 +131,33 @@ def expect_hidden(op: str, impl: Path | str = SUBMISSION) -> None:
     path = Path(impl).resolve()
     if not path.is_file():
         raise AssertionError(f"{op}: hidden tests need the graded notebook at {path}.")
-    run = run_hidden(op, path)
+    with checker_faults(f"hidden:{op}"):
+        run = run_hidden(op, path)
     if run.load_error:
         raise AssertionError(
             f"{op}: the notebook's definitions do not load on their own: {run.load_error}"
         )
     record_outcome(f"hidden:{op}", run.results)
-    if not all(r.passed for r in run.results):
-        raise AssertionError(failure_message(run.results, f"{op}, hidden cases"))
+    error = verdict(run.results, f"{op}, hidden cases")
+    if error is not None:
+        raise error
     print(f"{op}: {len(run.results)} hidden cases pass.")
 
 
-def run_hidden(op: str, impl: Path) -> IsolatedRun:
-    """`op`'s hidden cases against the definitions in `impl`, in child processes.
+def run_hidden(op: str, impl: Path, draw: Draw | None = None, wrap=None) -> IsolatedRun:
+    """`op`'s hidden cases against the definitions in `impl`, in child processes (each run
+    through `wrap`, a sandbox, when given).
 
     Every case has a result: one that crashed, hung or never ran is a failed result.
     """
-    cases = hidden_cases(op)
-    return run_isolated(impl, op, OPS[op].function, cases, secret_seed(), CASE_TIMEOUT_S)
+    draw = draw or course_draw()
+    cases = hidden_cases(op, draw)
+    return run_isolated(impl, op, OPS[op].function, cases, draw.seed, CASE_TIMEOUT_S, wrap)
 
 
-def hidden_views() -> list[torch.Tensor]:
+def hidden_views(draw: Draw | None = None) -> list[torch.Tensor]:
     """Views for the address-table cell: slices, broadcasts, transposes of a numbered base."""
-    rng = random.Random(f"{secret_seed()}/addresses")
+    rng = random.Random(f"{(draw or course_draw()).key}/addresses")
     base = torch.arange(200.0)
     rows, cols = rng.randint(3, 5), rng.randint(4, 7)
     return [
@@ -117,9 +170,32 @@ def hidden_views() -> list[torch.Tensor]:
     ]
 
 
-def expect_address_table(address_table: Callable) -> None:
+def function_check(function: str) -> Callable[[Callable], Callable]:
+    """Decorate the hidden check of `function`: record its status (passed, failed, or
+    internal-error when the check's own code raised, which becomes a CheckerFault)."""
+    test = f"hidden:{function}"
+
+    def decorate(check: Callable) -> Callable:
+        @functools.wraps(check)
+        def checked(*args, **kwargs) -> None:
+            with checker_faults(test):
+                try:
+                    check(*args, **kwargs)
+                except AssertionError:
+                    record_status(test, "failed")
+                    raise
+            record_status(test, "passed")
+
+        return checked
+
+    return decorate
+
+
+@function_check("address_table")
+def expect_address_table(address_table: Callable, views: list | None = None) -> None:
     """Assert that `address_table(view)` lists (row, col, storage index) for hidden views."""
-    for view in hidden_views():
+    views = hidden_views() if views is None else views
+    for view in views:
         rows, cols = view.shape
         sr, sc = view.stride()
         want = [
@@ -128,8 +204,7 @@ def expect_address_table(address_table: Callable) -> None:
             for c in range(cols)
         ]
         with quiet():
-            got = address_table(view)
-        got = [tuple(int(v) for v in entry) for entry in got]
+            got = _triples(call_student("address_table", address_table, view))
         if sorted(got) != want:
             wrong = next((w for w in want if w not in set(got)), None)
             raise AssertionError(
@@ -139,7 +214,18 @@ def expect_address_table(address_table: Callable) -> None:
                 f"{sorted(got)[:6]}{' ...' if len(got) > 6 else ''}. The index is "
                 "storage_offset + row*stride(0) + col*stride(1)."
             )
-    print(f"address_table: {len(hidden_views())} hidden views pass.")
+    print(f"address_table: {len(views)} hidden views pass.")
+
+
+def _triples(got) -> list[tuple[int, ...]]:
+    """The entries of an address table as tuples of ints; AssertionError when they are not."""
+    try:
+        return [tuple(int(v) for v in entry) for entry in got]
+    except (TypeError, ValueError) as exc:
+        raise AssertionError(
+            f"address_table must return (row, column, storage index) entries of ints; reading "
+            f"what it returned ({type(got).__name__}) raised {type(exc).__name__}: {exc}"
+        ) from exc
 
 
 def _rescaled(results, factors: dict[str, float]):
@@ -156,22 +242,29 @@ def _rescaled(results, factors: dict[str, float]):
     return dataclasses.replace(results, rows=rows)
 
 
-def expect_worksheet(worksheet: Callable) -> None:
-    """Assert that `worksheet` computes from the results it is given, copy included."""
-    from grader.reference import worksheet as reference_worksheet
+def worksheet_inputs() -> list:
+    """The measurements the worksheet is checked on: the course's run, and two rescalings in
+    which direct and copy trade places."""
     from learning.workshops.results import H200_SAMPLE, load
 
     sample = load(H200_SAMPLE)
-    for factors in ({}, {"copy": 1.7, "direct": 0.8}, {"copy": 0.6, "direct": 1.9}):
-        results = _rescaled(sample, factors)
+    factors = ({}, {"copy": 1.7, "direct": 0.8}, {"copy": 0.6, "direct": 1.9})
+    return [_rescaled(sample, f) for f in factors]
+
+
+@function_check("worksheet")
+def expect_worksheet(worksheet: Callable) -> None:
+    """Assert that `worksheet` computes from the results it is given, copy included."""
+    from grader.reference import worksheet as reference_worksheet
+
+    for results in worksheet_inputs():
         want = reference_worksheet(results)
         with quiet():
-            got = worksheet(results)
+            got = call_student("worksheet", worksheet, results)
         if not isinstance(got, dict) or set(got) != set(want):
             raise AssertionError(f"worksheet must return a dict with keys {sorted(want)}")
         for key, value in want.items():
-            same = got[key] == value if isinstance(value, str) else abs(got[key] - value) < 1e-9
-            if not same:
+            if not _same(got[key], value):
                 raise AssertionError(
                     f"worksheet[{key!r}] is {got[key]!r} for a measurement where it should be "
                     f"{value!r}: compute every entry from the results passed in (the copy "
@@ -180,23 +273,103 @@ def expect_worksheet(worksheet: Callable) -> None:
     print("worksheet: 3 hidden measurements pass.")
 
 
+def _same(got, want) -> bool:
+    """Whether a worksheet entry matches: strings exactly, numbers within 1e-9."""
+    if isinstance(want, str):
+        return got == want
+    try:
+        return abs(got - want) < 1e-9
+    except TypeError:  # the student's entry is not a number
+        return False
+
+
 FUNCTION_CHECKS = {"address_table": expect_address_table, "worksheet": expect_worksheet}
 """The hidden checks that test one plain function, by the function's name."""
 
 
-def run_function_check(function: str, impl: Path) -> tuple[bool, str]:
-    """`function`'s hidden check on its definition in `impl`, in a child process:
-    (passed, the child's last line)."""
-    command = [sys.executable, "-m", "grader.hidden", function, str(impl)]
+def run_function_check(
+    function: str, impl: Path, draw: Draw | None = None, wrap=None
+) -> tuple[bool, str]:
+    """`function`'s hidden check: its definition in `impl` runs in a child (through `wrap`,
+    a sandbox, when given) on the hidden inputs; the answers are checked here. Returns
+    (passed, what the check said last)."""
+    if function == "address_table":
+        views = hidden_views(draw)
+        inputs, check = [view_input(v) for v in views], (lambda f: expect_address_table(f, views))
+    else:
+        inputs = [{"results": r.to_json()} for r in worksheet_inputs()]
+        check = FUNCTION_CHECKS[function]
     try:
-        done = subprocess.run(
-            command, capture_output=True, text=True, env=child_env(), timeout=CASE_TIMEOUT_S
+        answers = student_calls(impl, function, inputs, wrap)
+        with contextlib.redirect_stdout(io.StringIO()) as said:
+            check(replay(answers))
+    except (AssertionError, CheckerFault) as exc:
+        return False, " ".join(str(exc).split())[:300]
+    return True, last_line(said.getvalue())
+
+
+def view_input(view: torch.Tensor) -> dict:
+    """A view as the calls child rebuilds it: its whole storage, shape, strides and offset."""
+    storage = view.untyped_storage()
+    values = torch.empty(0, dtype=view.dtype).set_(storage).tolist()
+    return {
+        "view": {
+            "storage": values,
+            "shape": list(view.shape),
+            "stride": list(view.stride()),
+            "offset": view.storage_offset(),
+        }
+    }
+
+
+CALLS_MODULE = "learning.workshops.calls"
+MAX_ANSWER_BYTES = 16 * 1024**2
+
+
+def student_calls(impl: Path, function: str, inputs: list[dict], wrap=None) -> list[dict]:
+    """The student's `function` from `impl` called on each input in one child process;
+    each call's answer. AssertionError when the child could not answer at all."""
+    job = json.dumps({"impl": str(impl), "function": function, "calls": inputs})
+    with tempfile.TemporaryFile() as report:
+        argv = [sys.executable, "-m", CALLS_MODULE, "--report-fd", str(report.fileno())]
+        try:
+            done = subprocess.run(
+                (wrap or list)(argv),
+                input=job,
+                capture_output=True,
+                text=True,
+                pass_fds=(report.fileno(),),
+                env=child_env(),
+                timeout=CASE_TIMEOUT_S,
+            )
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"{function}: no answer after {CASE_TIMEOUT_S:.0f} s") from None
+        report.seek(0)
+        text = report.read(MAX_ANSWER_BYTES).decode(errors="replace")
+    try:
+        reply = json.loads(text.splitlines()[-1])
+    except (IndexError, ValueError):
+        why = last_line(done.stdout + done.stderr) or f"exit status {done.returncode}"
+        raise AssertionError(f"{function} could not be called: {why}") from None
+    if "load_error" in reply:
+        raise AssertionError(
+            f"{function}: the notebook's definitions do not load: {reply['load_error']}"
         )
-    except subprocess.TimeoutExpired:
-        return False, f"{function}: no result after {CASE_TIMEOUT_S:.0f} s"
-    return done.returncode == 0, last_line(done.stdout + done.stderr) or (
-        f"exit status {done.returncode}"
-    )
+    return reply["answers"]
+
+
+def replay(answers: list[dict]) -> Callable:
+    """A stand-in for the student's function that answers, call by call, what the function
+    answered in the child: the value it returned, or the exception it raised."""
+    queue = iter(answers)
+
+    def answered(*args, **kwargs):
+        answer = next(queue)
+        if "raised" in answer:
+            raise type(answer["raised"], (Exception,), {})(answer["message"])
+        return answer["value"]
+
+    return answered
 
 
 def last_line(text: str) -> str:
@@ -206,7 +379,8 @@ def last_line(text: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The child of `run_function_check`: exit 0 when the check passes, 1 with why."""
+    """The child of `run_function_check`: exit 0 when the check passes, 1 with why, 3 when
+    the check's own code failed (an internal error, not the student's)."""
     from learning.workshops.contracts import select_mode
     from learning.workshops.loader import LoadError, load_function
 
@@ -217,12 +391,15 @@ def main(argv: list[str] | None = None) -> int:
     select_mode(verbose=False)
     try:
         FUNCTION_CHECKS[args.function](load_function(Path(args.impl), args.function))
-    except (LoadError, AssertionError) as exc:
+    except (LoadError, AssertionError) as exc:  # the student's function failed or raised
         print(" ".join(str(exc).split()), file=sys.stderr)
         return 1
-    except Exception as exc:  # the student's function raised: that is the evidence
-        print(f"{args.function} raised {type(exc).__name__}: {exc}", file=sys.stderr)
-        return 1
+    except CheckerFault as exc:
+        print(" ".join(str(exc).split()), file=sys.stderr)
+        return INTERNAL_EXIT
+    except Exception as exc:  # outside the check: the checker's fault too
+        print(" ".join(internal_message([fault_text(exc)]).split()), file=sys.stderr)
+        return INTERNAL_EXIT
     return 0
 
 

@@ -73,6 +73,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grader.course import CourseError, open_gradebook
+from grader.sandbox import SandboxUnavailable, add_unsafe_option, ready_to_grade
 from learning.workshops.child import child_env
 
 REPO = Path(__file__).resolve().parents[1]
@@ -420,8 +421,10 @@ def main(argv: list[str] | None = None) -> int:
         help="nbgrader processes at once (default: the number of CPU cores)",
     )
     parser.add_argument("--student", action="append", help="grade only this student (repeat)")
+    add_unsafe_option(parser)
     args = parser.parse_args(argv)
     try:
+        ready_to_grade(args.unsafe_no_sandbox)
         run = autograde_parallel(
             Path(args.course),
             args.workers,
@@ -429,7 +432,7 @@ def main(argv: list[str] | None = None) -> int:
             assignment=args.assignment,
             progress=True,
         )
-    except (ParallelError, CourseError, ValueError) as error:
+    except (ParallelError, CourseError, ValueError, SandboxUnavailable) as error:
         print(f"parallel: {error}", file=sys.stderr)
         return 2
     except SyntaxError as error:  # only the course's nbgrader_config.py is compiled here

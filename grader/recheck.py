@@ -2,13 +2,14 @@
 
     python -m grader.recheck i1_strided_softmax [--course PATH] [--json]
 
-nbgrader scores a cell by whether it ended in an error, inside the student's own kernel: a
-submission can patch the grader from one of its cells, or have IPython rewrite every later
-cell into `pass`, and score points it did not earn. This command takes each submission's
-own definitions (solution and given cells, nothing else), runs every hidden correctness
-check again in child processes, reads the timing cell's points from the record its timing
-process wrote (it does not time again), and lists every cell where the gradebook and the
-recheck disagree. Exit status: 0 when they agree, 1 when any disagree, 2 for a usage error.
+nbgrader scores a cell by whether it ended in an error. Hidden cells are graded outside the
+student's sandboxed kernel (grader.trusted), and this command checks that the gradebook
+still says what they found: it takes each submission's own definitions (solution and given
+cells, nothing else), runs every hidden correctness check again in sandboxed child processes
+on the cases drawn for that submission, reads the timing cell's points from the record the
+trusted side wrote (it does not time again), and lists every cell where the gradebook and
+the recheck disagree. Exit status: 0 when they agree, 1 when any disagree, 2 for a usage
+error.
 """
 
 from __future__ import annotations
@@ -19,9 +20,13 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import nbformat
+
 from grader import course
 from grader.gpu_timing import SIDECAR
 from grader.hidden import FUNCTION_CHECKS, run_function_check, run_hidden
+from grader.trusted import Runner, draw_for, sandboxed_copy
+from learning.workshops.faults import INTERNAL_ERROR
 
 RECHECKED = {
     "hidden_addresses": "address_table",
@@ -46,12 +51,15 @@ class Disagreement:
     evidence: str
 
 
-def recheck_submission(notebook: Path, op: str) -> tuple[bool, str]:
-    """Run `op`'s hidden cases on the notebook's own definitions, isolated; (passed, why)."""
-    run = run_hidden(op, notebook)
+def recheck_submission(runner: Runner, op: str) -> tuple[bool, str]:
+    """Run `op`'s hidden cases on the notebook's own definitions, sandboxed; (passed, why)."""
+    run = run_hidden(op, runner.impl, runner.draw, runner.wrap)
     if run.load_error:
         return False, f"could not load: {run.load_error}"
     failed = [r for r in run.results if not r.passed]
+    faults = [r for r in failed if r.failure == INTERNAL_ERROR]
+    if faults:
+        return False, f"internal error in the checker, not the submission: {faults[0].detail}"
     return not failed, failed[0].detail if failed else "all hidden cases pass"
 
 
@@ -68,15 +76,15 @@ def timing_record(folder: Path) -> tuple[float, str]:
     return fraction, record.get("error") or f"the timing record gives {record['points']:g} points"
 
 
-def recheck_cell(cell: str, notebook: Path) -> tuple[float, str]:
-    """The fraction of `cell`'s points a fresh, isolated recheck gives, and the evidence."""
+def recheck_cell(cell: str, folder: Path, runner: Runner) -> tuple[float, str]:
+    """The fraction of `cell`'s points a fresh, sandboxed recheck gives, and the evidence."""
     target = RECHECKED[cell]
     if target == "timing":
-        return timing_record(notebook.parent)
+        return timing_record(folder)
     if target in FUNCTION_CHECKS:
-        passed, evidence = run_function_check(target, notebook)
+        passed, evidence = run_function_check(target, runner.impl, runner.draw, runner.wrap)
     else:
-        passed, evidence = recheck_submission(notebook, target)
+        passed, evidence = recheck_submission(runner, target)
     return float(passed), evidence
 
 
@@ -88,16 +96,25 @@ def recheck_course(root: Path) -> list[Disagreement]:
         student, notebook = folder.parent.name, folder / course.NOTEBOOK
         if not notebook.is_file():
             continue
-        for cell in RECHECKED:
-            graded = scores.get((student, cell))
-            if graded is None:
-                continue
-            fraction, evidence = recheck_cell(cell, notebook)
-            score = round(fraction * graded.max_score, 3)
-            if abs((graded.score or 0.0) - score) > 1e-6:
-                disagreements.append(
-                    Disagreement(student, cell, graded.score, graded.max_score, score, evidence)
-                )
+        draw = draw_for(f"sqlite:///{root / 'gradebook.db'}", course.ASSIGNMENT, student)
+        with sandboxed_copy(nbformat.read(notebook, as_version=4), draw) as runner:
+            disagreements += _recheck_student(student, folder, runner, scores)
+    return disagreements
+
+
+def _recheck_student(student: str, folder: Path, runner: Runner, scores: dict) -> list:
+    """The disagreements of one student's rechecked cells."""
+    disagreements = []
+    for cell in RECHECKED:
+        graded = scores.get((student, cell))
+        if graded is None:
+            continue
+        fraction, evidence = recheck_cell(cell, folder, runner)
+        score = round(fraction * graded.max_score, 3)
+        if abs((graded.score or 0.0) - score) > 1e-6:
+            disagreements.append(
+                Disagreement(student, cell, graded.score, graded.max_score, score, evidence)
+            )
     return disagreements
 
 

@@ -1,8 +1,13 @@
-"""The zoo: the bugs students make, each as a small edit of the reference solution.
+"""The zoo: the bugs students make, each as a small edit of a correct solution.
 
 Each member names the hint `check --hint` must give for it and the nbgrader cells it must
 lose. Edits apply inside one function, so the same table builds a buggy `.py` for the
 check command and a buggy notebook submission for the autograder.
+
+Most members edit the reference (`grader/reference.py`, one program per row). Students also
+copy public kernels decomposed in other ways, so members may edit one of the correct
+shapes in `grader/shapes/` instead (`Bug.base`, listed in `SHAPES`): the same bug must get
+the same hint whichever way the rows are split among programs.
 """
 
 from __future__ import annotations
@@ -12,6 +17,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REFERENCE = Path(__file__).with_name("reference.py")
+SHAPES_DIR = Path(__file__).with_name("shapes")
+
+SHAPES = {
+    "grid_1_m": "grid (1, M), the row on axis 1, as kernels launched over (heads, rows) read it",
+    "grid_3d": "a 3-D grid, rows spread over axes 1 and 2, idle programs past the last row",
+    "persistent": "fewer programs than rows in a grid-stride loop, as Triton's tutorial runs",
+    "multi_row": "several rows per program as one 2-D tile, the last tile masked by rows",
+    "column_tiled": "one row per program in column tiles with an online softmax (Liger)",
+    "compiled_handle": "warmup() compiles a handle that the launch calls (Triton's tutorial)",
+    "autotuned": "@triton.autotune picks rows per program and num_warps for each width",
+    "heuristics": "@triton.heuristics computes BLOCK from N, so the launch leaves it out",
+}
+"""The correct decompositions in `grader/shapes/`, in order, each with why it is there."""
 
 
 @dataclass(frozen=True)
@@ -34,6 +52,7 @@ class Bug:
     edits: tuple[Edit, ...]
     loses: frozenset[str]
     op: str = "strided_softmax"
+    base: str = "reference"  # the source edited: the reference, or a name in SHAPES
 
 
 _LOAD = 'X + row * SR + cols * SC, mask=mask, other=-float("inf")'
@@ -50,7 +69,7 @@ COPY_FIRST = (
 )
 """The copy-first shortcut: right values, and a second pass over memory before the kernel."""
 
-BUGS: tuple[Bug, ...] = (
+_REFERENCE_BUGS: tuple[Bug, ...] = (
     Bug(
         "address-without-offset",
         None,
@@ -293,6 +312,224 @@ BUGS: tuple[Bug, ...] = (
 )
 
 
+_STORE = "y.to(Y.dtype.element_ty), mask=mask)"
+
+
+def _wrapper_bugs(base: str) -> tuple[Bug, ...]:
+    """The wrapper's bugs in a shape: every shape's strided_softmax reads the same as the
+    reference's up to the launch, so the edits are the reference's."""
+    name = base.replace("_", "-")
+    return (
+        Bug(
+            f"{name}-output-like-input",
+            "output-layout",
+            "allocates the output with torch.empty_like(x), which copies a transpose's strides",
+            (Edit("strided_softmax", _ALLOC, "y = torch.empty_like(x)"),),
+            _WRAPPER_CELLS,
+            base=base,
+        ),
+        Bug(
+            f"{name}-copies-first",
+            "copy",
+            "calls x.contiguous() before the kernel: right values, a second pass over memory",
+            COPY_FIRST,
+            _WRAPPER_CELLS,
+            base=base,
+        ),
+        Bug(
+            f"{name}-writes-in-place",
+            "input-written",
+            "reuses a contiguous input as the output, overwriting it",
+            (Edit("strided_softmax", _ALLOC, f"y = x if x.is_contiguous() else {_ALLOC[4:]}"),),
+            _WRAPPER_CELLS,
+            base=base,
+        ),
+    )
+
+
+# Each shape passes the storage offset through its launch helper, softmax_into, which both
+# launch_softmax and strided_softmax call: the double-offset bug breaks launch_softmax's
+# slice case as well (test_pass2), where the reference's loses test_pass2 to a crash.
+PERSISTENT_BUGS = (
+    Bug(
+        "persistent-ignores-column-stride",
+        "column-stride",
+        "each loop iteration loads X + row*SR + col, as if columns were adjacent",
+        (Edit("softmax_kernel", _LOAD, _LOAD.replace("cols * SC", "cols")),),
+        _KERNEL_CELLS,
+        base="persistent",
+    ),
+    Bug(
+        "persistent-adds-storage-offset",
+        "double-offset",
+        "adds x.storage_offset() to a pointer that already includes it, on every row it visits",
+        (
+            Edit(
+                "softmax_kernel", "def softmax_kernel(X, Y, M,", "def softmax_kernel(X, Y, OFF, M,"
+            ),
+            Edit("softmax_kernel", _LOAD, _LOAD.replace("X + row", "X + OFF + row")),
+            Edit(
+                "softmax_into", "x, y, M, x.stride(0)", "x, y, x.storage_offset(), M, x.stride(0)"
+            ),
+        ),
+        frozenset({"test_pass2", "hidden_pass2", "hidden_pass3"}),
+        base="persistent",
+    ),
+    Bug(
+        "persistent-pads-with-zero",
+        "padding",
+        "pads each row's tail with 0 instead of -inf, so masked lanes count in the sum",
+        (Edit("softmax_kernel", _LOAD, _LOAD.replace('-float("inf")', "0.0")),),
+        _KERNEL_CELLS,
+        base="persistent",
+    ),
+    Bug(
+        "persistent-no-max-subtraction",
+        "stability",
+        "calls exp on the raw values of each row it visits, which overflows for large rows",
+        (Edit("softmax_kernel", "        x = x - tl.max(x, axis=0)\n", ""),),
+        frozenset({"hidden_pass2", "hidden_pass3"}),
+        base="persistent",
+    ),
+    Bug(
+        "persistent-store-without-mask",
+        "store-mask",
+        "stores each visited row's whole block without a mask, so lanes past column N-1 write "
+        "the next row and, in the last row, past the output",
+        (Edit("softmax_kernel", _STORE, "y.to(Y.dtype.element_ty))"),),
+        _KERNEL_CELLS,
+        base="persistent",
+    ),
+    *_wrapper_bugs("persistent"),
+)
+"""Bugs in the grid-stride loop: program p visits rows p, p + P, ..."""
+
+MULTI_ROW_BUGS = (
+    Bug(
+        "multi-row-ignores-column-stride",
+        "column-stride",
+        "addresses the tile as X + row*SR + col, as if columns were adjacent",
+        (Edit("softmax_kernel", "cols[None, :] * SC", "cols[None, :]"),),
+        _KERNEL_CELLS,
+        base="multi_row",
+    ),
+    Bug(
+        "multi-row-adds-storage-offset",
+        "double-offset",
+        "adds x.storage_offset() to the tile's pointers, which already include it",
+        (
+            Edit(
+                "softmax_kernel", "def softmax_kernel(X, Y, M,", "def softmax_kernel(X, Y, OFF, M,"
+            ),
+            Edit("softmax_kernel", "x_ptrs = X + rows", "x_ptrs = X + OFF + rows"),
+            Edit(
+                "softmax_into",
+                "        y,\n        M,\n",
+                "        y,\n        x.storage_offset(),\n        M,\n",
+            ),
+        ),
+        frozenset({"test_pass2", "hidden_pass2", "hidden_pass3"}),
+        base="multi_row",
+    ),
+    Bug(
+        "multi-row-pads-with-zero",
+        "padding",
+        "pads the tile's columns past N with 0 instead of -inf, so they count in each row's sum",
+        (Edit("softmax_kernel", 'other=-float("inf")', "other=0.0"),),
+        _KERNEL_CELLS,
+        base="multi_row",
+    ),
+    Bug(
+        "multi-row-no-max-subtraction",
+        "stability",
+        "calls exp on the raw tile, without subtracting each row's max: large rows overflow",
+        (Edit("softmax_kernel", "    x = x - tl.max(x, axis=1)[:, None]\n", ""),),
+        frozenset({"hidden_pass2", "hidden_pass3"}),
+        base="multi_row",
+    ),
+    Bug(
+        "multi-row-store-without-column-mask",
+        "store-mask",
+        "masks the tile's store by rows only, so lanes past column N-1 write the next row and, "
+        "in the last row, past the output",
+        (Edit("softmax_kernel", _STORE, "y.to(Y.dtype.element_ty), mask=in_rows)"),),
+        _KERNEL_CELLS,
+        base="multi_row",
+    ),
+    *_wrapper_bugs("multi_row"),
+)
+"""Bugs in the [BLOCK_M, BLOCK_N] tile: several rows per program."""
+
+_TOTAL = "total = total * tl.exp(top - new_top) + tl.sum(tl.exp(x - new_top), axis=0)"
+COLUMN_TILED_BUGS = (
+    Bug(
+        "column-tiled-ignores-column-stride",
+        "column-stride",
+        "loads each tile at x_row + col, as if columns were adjacent",
+        (Edit("load_tile", "x_row + cols * SC", "x_row + cols"),),
+        _KERNEL_CELLS,
+        base="column_tiled",
+    ),
+    Bug(
+        "column-tiled-adds-storage-offset",
+        "double-offset",
+        "adds x.storage_offset() to the row's start, which already includes it",
+        (
+            Edit(
+                "softmax_kernel", "def softmax_kernel(X, Y, SR", "def softmax_kernel(X, Y, OFF, SR"
+            ),
+            Edit("softmax_kernel", "x_row = X + row * SR", "x_row = X + OFF + row * SR"),
+            Edit("softmax_into", "x, y, x.stride(0)", "x, y, x.storage_offset(), x.stride(0)"),
+        ),
+        frozenset({"test_pass2", "hidden_pass2", "hidden_pass3"}),
+        base="column_tiled",
+    ),
+    Bug(
+        "column-tiled-pads-with-zero",
+        "padding",
+        "pads the last tile with 0 instead of -inf, so its masked lanes count in the running sum",
+        (Edit("load_tile", 'other=-float("inf")', "other=0.0"),),
+        _KERNEL_CELLS,
+        base="column_tiled",
+    ),
+    Bug(
+        "column-tiled-no-max-in-exponent",
+        "stability",
+        "keeps the running max but sums and writes exp(x) without it, which overflows for "
+        "large rows",
+        (
+            Edit("softmax_kernel", _TOTAL, "total = total + tl.sum(tl.exp(x), axis=0)"),
+            Edit("softmax_kernel", "y = tl.exp(x - top) / total", "y = tl.exp(x) / total"),
+        ),
+        frozenset({"hidden_pass2", "hidden_pass3"}),
+        base="column_tiled",
+    ),
+    Bug(
+        "column-tiled-store-without-mask",
+        "store-mask",
+        "stores every tile whole, so the last tile's lanes past column N-1 write the next row "
+        "and, in the last row, past the output",
+        (
+            Edit(
+                "softmax_kernel",
+                "y.to(Y.dtype.element_ty), mask=cols < N)",
+                "y.to(Y.dtype.element_ty))",
+            ),
+        ),
+        _KERNEL_CELLS,
+        base="column_tiled",
+    ),
+    *_wrapper_bugs("column_tiled"),
+)
+"""Bugs in the column-tiled online softmax: one row per program, several tiles per row."""
+
+SHAPE_BUGS: tuple[Bug, ...] = PERSISTENT_BUGS + MULTI_ROW_BUGS + COLUMN_TILED_BUGS
+"""Bugs written in the shapes of `grader/shapes/` rather than in the reference."""
+
+BUGS: tuple[Bug, ...] = _REFERENCE_BUGS + SHAPE_BUGS
+"""Every bug: the reference's, then the shapes'."""
+
+
 def function_span(source: str, function: str) -> tuple[int, int]:
     """Character offsets of `function`'s definition (decorators included) in `source`."""
     tree = ast.parse(source)
@@ -328,8 +565,22 @@ def apply(source: str, edits: tuple[Edit, ...], skip_absent: bool = False) -> st
     return source
 
 
+def base_path(base: str) -> Path:
+    """The file a bug's edits apply to: the reference, or `grader/shapes/<base>.py`."""
+    if base == "reference":
+        return REFERENCE
+    if base not in SHAPES:
+        raise KeyError(f"no base {base!r}; use 'reference' or one of {', '.join(SHAPES)}")
+    return SHAPES_DIR / f"{base}.py"
+
+
+def base_source(base: str) -> str:
+    """The source text a bug's edits apply to (see `base_path`)."""
+    return base_path(base).read_text()
+
+
 def write_bug(bug: Bug, folder: Path) -> Path:
     """Write `bug`'s implementation as `<folder>/<name>.py` and return the path."""
     path = folder / f"{bug.name.replace('-', '_')}.py"
-    path.write_text(apply(REFERENCE.read_text(), bug.edits))
+    path.write_text(apply(base_source(bug.base), bug.edits))
     return path

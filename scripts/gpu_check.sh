@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole GPU check on a CUDA machine with torch and triton but no Jupyter or index:
-# installs nbgrader's wheels from .whl/ (fetch them with ../shared/gpu/fetch-autograde-wheels.sh
-# on a machine with an index), then runs grader.gpu_check, which prints a short table last.
+# installs nbgrader's wheels from .whl/ (fetch them with scripts/fetch-gpu-wheels.sh
+# on a machine with an index) and bubblewrap from .debs/ (`apt-get download bubblewrap`),
+# then runs grader.gpu_check, which prints a short table last.
 # Usage: scripts/gpu_check.sh OUT_FOLDER [--skip STEP ...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,6 +14,10 @@ if [ -d .whl ] && ! python3 -c 'import nbgrader' 2>/dev/null; then
     --target /tmp/site .whl/*.whl
   export PYTHONPATH=/tmp/site:$PYTHONPATH PATH=/tmp/site/bin:$PATH
   python3 -m ipykernel install --user --name python3 >/dev/null
+fi
+if ! command -v bwrap >/dev/null && compgen -G ".debs/bubblewrap_*.deb" >/dev/null; then
+  # grading is sandboxed: bubblewrap from the Debian package carried in .debs/
+  dpkg -x .debs/bubblewrap_*.deb /tmp/bwrap && export PATH=/tmp/bwrap/usr/bin:$PATH
 fi
 nvidia-smi --query-gpu=index,name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv
 python3 -c 'import sys, torch, triton; print("python", sys.version.split()[0], "torch", torch.__version__, "triton", triton.__version__, "gpus", torch.cuda.device_count())'

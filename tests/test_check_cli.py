@@ -156,3 +156,17 @@ def test_malformed_notebook_exits_two(tmp_path):
     done = check("strided_softmax", "--impl", str(path))
     assert done.returncode == 2
     assert "is not a readable notebook" in done.stderr
+
+
+def test_autotune_in_the_interpreter_is_said_once(tmp_path):
+    """Does the report say, once, that the interpreter ran the first autotune config?"""
+    from grader.zoo import base_path
+    from learning.workshops.check import format_report, run_check
+    from learning.workshops.contracts import interpreter_active
+
+    if not interpreter_active():
+        pytest.skip("a GPU times the configs itself")
+    report = run_check("strided_softmax", base_path("autotuned"), seed=1)
+    assert report.passed and len(report.notes) == 1
+    assert "first of 4" in report.notes[0]
+    assert format_report(report, True).count("note: ") == 1

@@ -144,6 +144,50 @@ def test_sidecar_keys_come_from_the_cells_calls():
     )
 
 
+def test_function_checks_and_timing_map_to_their_sidecar_keys():
+    """Do the hidden function checks and the timing cell map to the keys they record?"""
+    source = "expect_address_table(address_table)\nexpect_worksheet(worksheet)\n"
+    assert cohort.sidecar_keys(source) == ("hidden:address_table", "hidden:worksheet")
+    assert cohort.sidecar_keys("timing_points(max_points=2)\n") == ("hidden:timing",)
+
+
+def _sidecar_with_a_fault(tmp_path: Path) -> Path:
+    path = tmp_path / cohort.HINTS_SIDECAR
+    tests = {
+        "hidden:strided_softmax": {"passed": False, "status": "internal-error", "hints": []},
+        "public:strided_softmax": {"passed": False, "status": "failed", "hints": ["padding"]},
+    }
+    path.write_text(json.dumps({"schema": cohort.HINTS_SCHEMA, "tests": tests}))
+    return path
+
+
+def test_a_checker_fault_is_its_own_status_not_the_students_failure(tmp_path):
+    """Is a cell whose sidecar says internal-error shown as "internal error", left out of the
+    student's total, and counted in the summary?"""
+    path = _sidecar_with_a_fault(tmp_path)
+    assert cohort.load_internal_errors(path) == {"hidden:strided_softmax"}
+    cell = cohort.CellInfo("nb", "hidden_pass3", 3.0, "hidden", ("hidden:strided_softmax",), False)
+    grade = {("nb", "hidden_pass3"): cohort.CellGrade(0.0, None, None, False)}
+    faulty = cohort.StudentRecord("ada", True, True, True, 0.0, dict(grade))
+    faulty.hints, faulty.internal = cohort.load_hints(path), cohort.load_internal_errors(path)
+    fine = cohort.StudentRecord("bob", True, True, True, 0.0, dict(grade))
+    course = cohort.Cohort(tmp_path, ASSIGNMENT, [cell], [faulty, fine])
+    table = cohort.build_table(course).set_index("student")
+    assert table.loc["ada", "status"] == "internal error" and math.isnan(table.loc["ada", "score"])
+    assert table.loc["bob", "status"] == "graded" and table.loc["bob", "score"] == 0.0
+    table = table.reset_index()
+    summary = cohort.summarize(course, table)
+    assert summary.internal_errors == (("ada", "hidden_pass3"),)
+    report = cohort.Report(
+        course, table, cohort.timing_table({}), cohort.hint_table(course), summary
+    )
+    assert (
+        "Internal errors in the checker: 1 cell (ada hidden_pass3), not counted against the "
+        "students; fix the checker and autograde them again." in cohort.summary_lines(report)
+    )
+    assert '<td class="missing">internal error</td>' in cohort._scores_html(table)
+
+
 def _run_cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "grader.cohort", *args],

@@ -169,3 +169,70 @@ def test_timing_gives_zero_for_a_crash(tmp_path):
     sidecar = tmp_path / "t.json"
     assert timing_points(2, impl=impl, sidecar=sidecar) == 0
     assert json.loads(sidecar.read_text())["error"]
+
+
+def _verdicts(tmp_path, name: str, **env: str) -> dict:
+    """`python -m grader.agreement` in a fresh process, with `env` on top of this one's."""
+    import subprocess
+    import sys
+
+    from learning.workshops.child import child_env
+
+    out = tmp_path / f"{name}.json"
+    command = [sys.executable, "-m", "grader.agreement", "--out", str(out)]
+    subprocess.run(command, env=child_env(**env), check=True, timeout=500)
+    return json.loads(out.read_text())
+
+
+def _agreement_table(gpu: dict, cpu: dict) -> tuple[list[str], list[str]]:
+    """One line per member (passed cases and hints on each device), and the disagreements."""
+    lines, disagree = [], []
+    on_cpu = {m["name"]: m for m in cpu["members"]}
+    for g in gpu["members"]:
+        c = on_cpu[g["name"]]
+        common = sorted(set(g["cases"]) & set(c["cases"]))
+        cases = [n for n in common if g["cases"][n]["passed"] != c["cases"][n]["passed"]]
+        passed = [sum(m["cases"][n]["passed"] for n in common) for m in (c, g)]
+        lines.append(
+            f"{g['name']:38} cpu {passed[0]:2}/{len(common)} {','.join(c['hints']) or '-':14} "
+            f"gpu {passed[1]:2}/{len(common)} {','.join(g['hints']) or '-'}"
+        )
+        if cases or g["hints"] != c["hints"]:
+            disagree.append(f"{g['name']}: cases {cases}, hints {c['hints']} vs {g['hints']}")
+    return lines, disagree
+
+
+def test_cpu_and_gpu_reach_the_same_verdicts(tmp_path):
+    """Do the family of correct decompositions and the zoo's bugs get the same pass/fail per
+    case and the same hints compiled on the GPU as in the interpreter on the CPU?"""
+    gpu = _verdicts(tmp_path, "gpu")
+    cpu = _verdicts(tmp_path, "cpu", TRITON_INTERPRET="1", CUDA_VISIBLE_DEVICES="")
+    assert (gpu["mode"], cpu["mode"]) == ("gpu", "interpreter")
+    lines, disagree = _agreement_table(gpu, cpu)
+    print("\n".join(["member  cpu passed, hints  gpu passed, hints", *lines]))
+    assert disagree == []
+    for member in gpu["members"]:
+        if member["hint"] is None:
+            assert all(c["passed"] for c in member["cases"].values()), member["name"]
+        else:
+            assert member["hint"] in member["hints"], member["name"]
+
+
+def test_every_decomposition_is_graded_by_its_speed(tmp_path):
+    """Is each correct decomposition timed against the reference and given the points of its
+    ratio, full points when it is at least as fast?"""
+    from grader.gpu_timing import band, timing_points
+    from grader.zoo import SHAPES, base_path
+
+    rows = []
+    for shape in SHAPES:
+        sidecar = tmp_path / f"{shape}.json"
+        points = timing_points(2, impl=base_path(shape), sidecar=sidecar)
+        record = json.loads(sidecar.read_text())
+        ratios = [s["ratio"] for s in record["shapes"]]
+        rows.append(f"{shape:16} points {points:4} ratios {', '.join(f'{r:.3f}' for r in ratios)}")
+        assert all(s["correct"] for s in record["shapes"]), shape
+        assert points == round(2 * sum(band(r) for r in ratios) / len(ratios), 3), shape
+        if max(ratios) <= 1.0:
+            assert points == 2, shape
+    print("\n".join(rows))

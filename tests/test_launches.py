@@ -154,3 +154,48 @@ def test_reads_are_watched_only_while_the_block_runs():
         pass
     x.contiguous()
     assert unwatched.torch_reads == [] and watched.torch_reads == []
+
+
+@triton.autotune(
+    configs=[triton.Config({"BLOCK": 32}, num_warps=2), triton.Config({"BLOCK": 64}, num_warps=4)],
+    key=["N"],
+)
+@triton.jit
+def tuned_fill_kernel(Y, N, BLOCK: tl.constexpr):
+    cols = tl.arange(0, BLOCK)
+    tl.store(Y + cols, tl.full((BLOCK,), 7.0, tl.float32), mask=cols < N)
+
+
+@triton.heuristics({"BLOCK": lambda args: triton.next_power_of_2(args["N"])})
+@triton.jit
+def heuristic_fill_kernel(Y, N, BLOCK: tl.constexpr):
+    cols = tl.arange(0, BLOCK)
+    tl.store(Y + cols, tl.full((BLOCK,), 7.0, tl.float32), mask=cols < N)
+
+
+def launch_through_a_handle(y: torch.Tensor) -> None:
+    """The fused-softmax tutorial's launch: warm up into a handle, then launch the handle."""
+    n = y.numel()
+    handle = fill_kernel.warmup(y, n, BLOCK=triton.next_power_of_2(n), grid=(1,))
+    handle._init_handles()
+    handle[(1, 1, 1)](y, n, triton.next_power_of_2(n))
+
+
+LAUNCHERS = {
+    "autotune": lambda y: tuned_fill_kernel[(1,)](y, y.numel()),
+    "heuristics": lambda y: heuristic_fill_kernel[(1,)](y, y.numel()),
+    "compiled handle": launch_through_a_handle,
+}
+
+
+@pytest.mark.parametrize("name", LAUNCHERS)
+def test_every_launch_style_is_counted_once(name):
+    """Are autotuned, heuristic and pre-compiled launches each seen as one launch that ran
+    (the autotuner's choice of config in the interpreter included)?"""
+    y = torch.zeros(20, device=default_device())
+    LAUNCHERS[name](y)  # an autotuner times its configs on a GPU on its first call
+    y.zero_()
+    with count_launches(watch=y) as log:
+        LAUNCHERS[name](y)
+    assert len(log) == 1
+    assert torch.equal(y, torch.full((20,), 7.0, device=y.device))

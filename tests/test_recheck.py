@@ -1,4 +1,4 @@
-"""Tampering is caught: a fresh, isolated recheck disagrees with a faked gradebook."""
+"""Tampering from the kernel fakes nothing, and a recheck catches a grade faked in the gradebook."""
 
 from __future__ import annotations
 
@@ -40,6 +40,8 @@ TAMPERING = {
 
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
+    """Grade a solution, an honest bug and the tampering, recheck, then fake one grade in
+    the gradebook itself (as a broken grader or a hand edit would) and recheck again."""
     root = course.new_course(tmp_path_factory.mktemp("tamper"))
     course.submit(root, "solution", course.solved_notebook(root))
     course.submit(root, "honest-bug", course.solved_notebook(root, BUGGY))
@@ -47,65 +49,49 @@ def graded(tmp_path_factory):
         course.submit(root, student, course.solved_notebook(root, edits))
     course.autograde(root)
     scores = {(s.student, s.cell): s.score for s in course.cell_scores(root)}
-    return root, scores, recheck_course(root)
+    before = recheck_course(root)
+    with course.open_gradebook(f"sqlite:///{root / 'gradebook.db'}") as gradebook:
+        grade = gradebook.find_grade("hidden_pass3", "strided_softmax", course.ASSIGNMENT, FAKED)
+        grade.auto_score = grade.max_score
+        gradebook.db.commit()
+    return root, scores, before, recheck_course(root)
 
 
-FOOLS_NBGRADER = {
-    "patches-grader": {"hidden_pass3"},
-    "rewrites-later-cells": {"hidden_pass3", "hidden_timing"},
-}
-"""Tampering that fakes hidden cells in the gradebook, acting on the grading kernel, with
-the cells the recheck must flag. Rewriting every later cell into `pass` also fakes the
-worksheet and the timing cells; the worksheet is the solution's, so only the timing (which
-never measured) disagrees."""
-DEFEATED = ("patches-torch", "hides-tracebacks")
-"""Tampering that fakes nothing: hidden checks run isolated, and a cell whose traceback is
-hidden still ends in an error reply, which nbgrader scores zero."""
+FAKED = "honest-bug"
+"""The student whose hidden pass-3 grade is raised by hand in the gradebook."""
 
 
-@pytest.mark.parametrize("student", FOOLS_NBGRADER)
-def test_tampering_fakes_the_gradebook(graded, student):
-    """Does this tampering really fool nbgrader (so the recheck has work to do)?"""
-    _, scores, _ = graded
-    for cell in FOOLS_NBGRADER[student]:  # cells after the tampering cell
-        assert scores[(student, cell)] > scores[("honest-bug", cell)] == 0
-
-
-@pytest.mark.parametrize("student", DEFEATED)
-def test_other_tampering_fakes_nothing(graded, student):
-    """Do patched torch functions or hidden tracebacks leave the hidden cell at zero, and
-    does the recheck agree?"""
-    _, scores, found = graded
-    assert scores[(student, "hidden_pass3")] == 0
-    assert not [d for d in found if d.student == student]
-
-
-@pytest.mark.parametrize("student", FOOLS_NBGRADER)
-def test_recheck_flags_tampering(graded, student):
-    """Does the recheck list the faked cell, with the failing case as evidence?"""
-    _, _, found = graded
-    flagged = {d.cell: d for d in found if d.student == student}
-    assert set(flagged) == FOOLS_NBGRADER[student]
-    assert flagged["hidden_pass3"].recheck_score == 0
-    assert flagged["hidden_pass3"].evidence.startswith("hidden-")  # the first failing case
-    if "hidden_timing" in flagged:
-        assert "the timing cell never measured" in flagged["hidden_timing"].evidence
+@pytest.mark.parametrize("student", TAMPERING)
+def test_tampering_from_the_kernel_fakes_nothing(graded, student):
+    """Patching the grader or torch, hiding tracebacks, rewriting later cells into `pass`:
+    the hidden cells are graded outside the kernel, so each scores what the bug earns."""
+    _, scores, before, _ = graded
+    for cell in ("hidden_pass2", "hidden_pass3", "hidden_timing"):
+        assert scores[(student, cell)] == scores[("honest-bug", cell)] == 0
+    assert not [d for d in before if d.student == student]
 
 
 def test_honest_submissions_agree(graded):
-    """Do the solution and an honest bug agree with the gradebook (no false alarms)?"""
-    _, _, found = graded
-    assert {d.student for d in found} == set(FOOLS_NBGRADER)
+    """Before the gradebook is touched, does the recheck agree on everyone?"""
+    _, _, before, _ = graded
+    assert before == []
+
+
+def test_recheck_flags_a_faked_grade(graded):
+    """Does the recheck list the grade raised by hand, with the failing case as evidence?"""
+    _, _, _, after = graded
+    [flagged] = after
+    assert (flagged.student, flagged.cell, flagged.recheck_score) == (FAKED, "hidden_pass3", 0)
+    assert flagged.gradebook_score == 3
+    assert flagged.evidence.startswith("hidden-")  # the first failing case
 
 
 def test_cli_exit_status_and_text(graded, capsys):
     """Does the command exit 1 and name each student, cell and score when they disagree?"""
-    root, _, _ = graded
+    root, _, _, _ = graded
     assert main(["i1_strided_softmax", "--course", str(root)]) == 1
     out = capsys.readouterr().out
-    assert (
-        "patches-grader: hidden_pass3 scored 3.0/3 in the gradebook, but the recheck gives 0" in out
-    )
+    assert "honest-bug: hidden_pass3 scored 3.0/3 in the gradebook, but the recheck gives 0" in out
 
 
 def test_cli_refuses_a_course_without_gradebook(tmp_path, capsys):

@@ -1,21 +1,29 @@
 """The ownership audit: every load and store a kernel makes under Triton's interpreter.
 
-In a block-per-row kernel program `row` owns row `row` of the output and nothing else.
-The audit proves that for one call. While it is open it hooks the interpreter in two
-narrow places, the same in Triton 3.6 and 3.9:
+Ownership here is one rule for any decomposition of the work (one program per row, rows
+on another grid axis, persistent loops, several rows or column tiles per program, several
+launches): each output element is written, and within one launch by exactly one program;
+nothing is stored into the input; every load stays inside the view's footprint. Which
+program writes which row is the kernel's choice, not the audit's.
+
+While it is open the audit hooks the interpreter in two narrow places, the same in
+Triton 3.6 and 3.9:
 
 - `interpreter_builder.create_masked_load` / `create_masked_store`, the two memory
   operations every `tl.load` and `tl.store` reaches (plain ones add an all-true mask;
   block pointers and descriptors build a mask too). The builder's `grid_idx` names the
   program that is running.
-- `InterpretedFunction.run`, the launch, to learn the kernel's tensor arguments.
+- `InterpretedFunction.run`, the launch, to learn the kernel's tensor arguments and grid.
 
 A store is checked before it is performed: one into the input's storage, or outside
 every tensor argument that is not the input, is refused with an `OwnershipError`, so a
 wrong kernel cannot corrupt memory. A load outside every tensor the kernel was given is
-refused the same way. After the call, `Trace.verify` turns the record into findings:
-each output element written exactly once, by the program that owns its row; loads only
-inside the view's footprint. Atomics bypass the hooks; the workshop's kernels use none.
+refused the same way. After the call, `Trace.verify` turns the record into findings. A
+finding that is a `fault` is wrong whatever the values; the others only explain wrong
+values. Lanes that run on past a row's last column (a missing column mask) are told
+apart from other faults by following each block axis: consecutive lanes that step
+through a row and on into the next are that row's addresses continued. Atomics bypass
+the hooks; the workshop's kernels use none.
 """
 
 from __future__ import annotations
@@ -32,16 +40,16 @@ KINDS = {
     "input-store": "a store into the input's storage (refused)",
     "stray-store": "a store outside every output tensor (refused)",
     "stray-load": "a load outside every tensor the kernel was given (refused)",
-    "overrun": "lanes past the row's last column were active: a load or store without a mask",
-    "wrong-owner": "a store into a row that another program owns",
-    "duplicate": "an output element written more than once",
-    "unwritten": "an output element its row's program never wrote",
+    "overrun": "lanes past a row's last column were active: a load or store without its mask",
+    "duplicate": "an output element written by two programs of one launch, or two lanes at once",
+    "unwritten": "an output element no program wrote",
     "footprint": "a load from the input's storage outside the view's footprint",
 }
 """What each finding's `kind` means."""
 
 _HOOKED = ("create_masked_load", "create_masked_store")
 _MISSING = object()
+Program = tuple[int, int, int]
 
 
 @dataclass(frozen=True)
@@ -67,24 +75,29 @@ class Access:
     """One load or store by one program: the byte addresses of its active lanes only."""
 
     launch: int
-    program: tuple[int, int, int]
+    program: Program
     store: bool
     lanes: np.ndarray  # each active lane's index in the flattened block
     addresses: np.ndarray  # int64 byte addresses, one per active lane
     size: int  # bytes per element
+    shape: tuple[int, ...] = ()  # the block's shape
 
 
 @dataclass(frozen=True)
 class Finding:
-    """One kind of violation: its first example as evidence, and how many lanes show it."""
+    """One kind of violation: its first example as evidence, and how many lanes show it.
+
+    A `fault` is wrong whatever the output's values; other findings explain wrong values.
+    """
 
     kind: str
     text: str
     count: int = 1
-    program: int | None = None
+    program: Program | None = None
     row: int | None = None
     column: int | None = None
     address: int | None = None  # bytes from the start of the buffer the text names
+    fault: bool = True
 
 
 class OwnershipError(RuntimeError):
@@ -119,33 +132,107 @@ def _tensors(value) -> Iterator[torch.Tensor]:
             yield from _tensors(item)
 
 
-def _who(program: tuple[int, int, int]) -> str:
-    return f"program {program[0]}" if program[1:] == (0, 0) else f"program {program}"
+def _grid_rank(grid) -> int:
+    """How many grid axes a launch names (3 when the grid is a function of the meta)."""
+    return len(grid) if isinstance(grid, (tuple, list)) else (1 if isinstance(grid, int) else 3)
+
+
+def _who(program: Program, rank: int = 3) -> str:
+    """A program by its full grid id: "program 3" on a 1-D grid, "program (0, 3)" else."""
+    if rank <= 1 and program[1:] == (0, 0):
+        return f"program {program[0]}"
+    return f"program ({', '.join(str(p) for p in program[: max(rank, 1)])})"
 
 
 def _more(count: int) -> str:
     return f" (and {count - 1} more)" if count > 1 else ""
 
 
-def _footprint(view: torch.Tensor) -> np.ndarray:
-    """The sorted storage indices of every element of a 2-D view."""
+@dataclass(frozen=True)
+class _Columns:
+    """How indices map to (row, column) of a matrix, for following lanes along a row.
+
+    `keys` are a view's sorted storage indices, `rows` and `columns` each key's element
+    (-1 where several elements share the key); None for a new contiguous output, whose
+    element e is row e // cols, column e % cols.
+    """
+
+    step: int  # elements between neighbouring columns; 0: columns share addresses
+    cols: int
+    keys: np.ndarray | None = None
+    rows: np.ndarray | None = None
+    columns: np.ndarray | None = None
+
+    def lookup(self, index: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Each index's (row, column, inside the footprint); row and column -1 if unknown."""
+        if self.keys is None:
+            return index // self.cols, index % self.cols, np.ones(index.shape, dtype=bool)
+        if not self.keys.size:
+            none = np.full(index.shape, -1, dtype=np.int64)
+            return none, none, np.zeros(index.shape, dtype=bool)
+        at = np.clip(np.searchsorted(self.keys, index), 0, self.keys.size - 1)
+        found = self.keys[at] == index
+        return np.where(found, self.rows[at], -1), np.where(found, self.columns[at], -1), found
+
+
+def _view_columns(view: torch.Tensor) -> _Columns:
+    """A view's storage indices with the element each holds; -1 where several share one."""
     rows, cols = view.shape
     sr, sc = view.stride()
-    r = np.arange(rows, dtype=np.int64)[:, None] * sr
-    c = np.arange(cols, dtype=np.int64)[None, :] * sc
-    return np.unique(view.storage_offset() + r + c)
+    r = np.repeat(np.arange(rows, dtype=np.int64), cols)
+    c = np.tile(np.arange(cols, dtype=np.int64), rows)
+    index = view.storage_offset() + r * sr + c * sc
+    keys, inverse, counts = np.unique(index, return_inverse=True, return_counts=True)
+    row_of = np.full(keys.shape, -1, dtype=np.int64)
+    col_of = np.full(keys.shape, -1, dtype=np.int64)
+    single = counts[inverse] == 1
+    row_of[inverse[single]], col_of[inverse[single]] = r[single], c[single]
+    if sr == 0:  # a broadcast row: all rows read one address per column
+        col_of[inverse] = c
+    return _Columns(sc, cols, keys, row_of, col_of)
 
 
-def _overrun(access: Access, start: int, strides: tuple[int, int], cols: int) -> np.ndarray | None:
-    """The lanes past column `cols - 1` when the access is the row's own address pattern
-    continued (`start + (program*SR + lane*SC)*size`, lane as column): a missing mask."""
-    if not access.lanes.size or access.program[1:] != (0, 0) or access.lanes.max() < cols:
-        return None
-    sr, sc = strides
-    expected = start + (access.program[0] * sr + access.lanes * sc) * access.size
-    if not np.array_equal(access.addresses, expected):
-        return None
-    return access.lanes >= cols
+def _past_row(a: Access, index: np.ndarray, columns: _Columns) -> tuple[np.ndarray, ...]:
+    """For each active lane: does it continue a run of lanes past its row's last column, and
+    which row and column (counted on from the run's first lane) would it be?
+
+    A run is a line of active lanes along one block axis whose indices step by the
+    matrix's column step: the addresses of one row, walked column by column.
+    """
+    past = np.zeros(a.lanes.shape, dtype=bool)
+    row = np.full(a.lanes.shape, -1, dtype=np.int64)
+    column = np.full(a.lanes.shape, -1, dtype=np.int64)
+    shape = a.shape or (int(a.lanes.max(initial=0)) + 1,)
+    if columns.step == 0 or not a.lanes.size:
+        return past, row, column
+    total = int(np.prod(shape))
+    full = np.zeros(total, dtype=np.int64)
+    active = np.zeros(total, dtype=bool)
+    full[a.lanes], active[a.lanes] = index, True
+    position = np.full(total, -1, dtype=np.int64)
+    position[a.lanes] = np.arange(a.lanes.size)
+    blocks = full.reshape(-1, shape[-1]), active.reshape(-1, shape[-1])
+    placed = position.reshape(-1, shape[-1])
+    axes = [(blocks, placed)]
+    if len(shape) == 2:  # a 2-D tile may hold its columns on either axis
+        axes.append(((blocks[0].T, blocks[1].T), placed.T))
+    for (values, on), where in axes:
+        run_past, run_row, run_column = _runs(values, on, columns)
+        hit = where[run_past]
+        past[hit] = True
+        row[hit], column[hit] = run_row[run_past], run_column[run_past]
+    return past, row, column
+
+
+def _runs(values: np.ndarray, on: np.ndarray, columns: _Columns):
+    """Along axis 1: lanes past column `cols - 1` of the row their run started in."""
+    steps = np.zeros(on.shape, dtype=bool)
+    steps[:, 1:] = on[:, 1:] & on[:, :-1] & (values[:, 1:] - values[:, :-1] == columns.step)
+    lane = np.arange(on.shape[1])
+    start = np.maximum.accumulate(np.where(steps, 0, lane), axis=1)
+    first_row, first_column, _ = columns.lookup(np.take_along_axis(values, start, axis=1))
+    column = first_column + (lane - start)
+    return on & (first_column >= 0) & (column >= columns.cols), first_row, column
 
 
 @dataclass
@@ -155,6 +242,7 @@ class Trace:
     inputs: list[torch.Tensor]
     protected: list[Region] = field(default_factory=list)
     launches: list[list[Region]] = field(default_factory=list)
+    ranks: list[int] = field(default_factory=list)
     accesses: list[Access] = field(default_factory=list)
     refused: Access | None = None
     refusal: Finding | None = None
@@ -166,12 +254,13 @@ class Trace:
     # hooks: called by the interpreter while the audit is open
 
     def launch(self, names: Sequence[str], args: tuple, kwargs: dict) -> None:
-        """Note a launch's tensor arguments: where its stores may go."""
+        """Note a launch's tensor arguments (where its stores may go) and its grid's rank."""
         named = list(zip(names, args, strict=False)) + list(kwargs.items())
         tensors = [(name, t) for name, value in named for t in _tensors(value)]
         # The interpreter copies non-CPU tensors to the host: their addresses are not theirs.
         self._audited = all(t.device.type == "cpu" for _, t in tensors)
         self.launches.append([_tensor_region(name, t) for name, t in tensors])
+        self.ranks.append(_grid_rank(kwargs.get("grid")))
 
     def access(self, ptrs, mask, store: bool) -> None:
         """Record one load or store; refuse it (raise) if it may not touch memory."""
@@ -184,12 +273,17 @@ class Trace:
         size = max(1, ptrs.get_element_ty().primitive_bitwidth // 8)
         program = tuple(int(i) for i in _interpreter.interpreter_builder.grid_idx)
         launch = len(self.launches) - 1
-        done = Access(launch, program, store, lanes, addresses[lanes], size)
+        shape = tuple(np.shape(ptrs.data))
+        done = Access(launch, program, store, lanes, addresses[lanes], size, shape)
         finding = self._refusal(done)
         if finding is not None:
             self.refused, self.refusal = done, finding
             raise OwnershipError(finding)
         self.accesses.append(done)
+
+    def who(self, a: Access) -> str:
+        """The program that made `a`, named by its full grid id."""
+        return _who(a.program, self.ranks[a.launch] if a.launch >= 0 else 3)
 
     def _arguments(self, launch: int) -> list[Region]:
         return self.launches[launch] if launch >= 0 else []
@@ -211,10 +305,10 @@ class Trace:
                     index = (int(a.addresses[hit][0]) - p.start) // p.size
                     return Finding(
                         "input-store",
-                        f"{_who(a.program)} stored to storage index {index} of the input; "
+                        f"{self.who(a)} stored to storage index {index} of the input; "
                         "refused, so the input is unchanged",
                         int(hit.sum()),
-                        a.program[0],
+                        a.program,
                         address=int(a.addresses[hit][0]) - p.start,
                     )
             allowed = self._writable(a.launch)
@@ -233,10 +327,10 @@ class Trace:
         )
         return Finding(
             kind,
-            f"{_who(a.program)} {verb} {where}, {outside}; refused"
+            f"{self.who(a)} {verb} {where}, {outside}; refused"
             + (", nothing written" if a.store else ""),
             int((~inside).sum()),
-            a.program[0],
+            a.program,
             address=offset,
         )
 
@@ -258,8 +352,9 @@ class Trace:
     def verify(self, view: torch.Tensor, out: object = None) -> list[Finding]:
         """Findings for one call on `view` that returned `out`, the refused access first.
 
-        `out` is checked as the contract's output, a contiguous (M, N) tensor written at
-        `Y + row*N + col` by program `row`; anything else is left to the other checks.
+        `out` is checked as the contract's output, a new contiguous (M, N) tensor: every
+        element written, by one program per launch. Anything else is left to the other
+        checks.
         """
         rows, cols = view.shape
         findings = [self._refused_finding(view)] if self.refused is not None else []
@@ -270,175 +365,238 @@ class Trace:
             and out.is_contiguous()
             and rows * cols
         ):
-            findings += _ownership(stores, _tensor_region("the output", out), rows, cols)
-        findings += _loads([a for a in self.accesses if not a.store], view)
+            findings += self._ownership(stores, _tensor_region("the output", out), rows, cols)
+        findings += self._loads([a for a in self.accesses if not a.store], view)
         return findings
 
     def _refused_finding(self, view: torch.Tensor) -> Finding:
-        """The refusal, as an overrun when the store is its row's addresses continued."""
+        """The refusal, as an overrun when its stray lanes continue a row past its end."""
         a, finding = self.refused, self.refusal
-        if finding.kind != "stray-store":
-            return finding
-        first = int(a.addresses[0]) if a.addresses.size else -1
-        home = [r for r in self._writable(a.launch) if r.start <= first < r.end]
         cols = view.shape[1]
-        over = _overrun(a, home[0].start, (cols, 1), cols) if home else None
-        if over is None:
+        if finding.kind == "stray-store":
+            home = self._home(a)
+            if home is None:
+                return finding
+            past, row, column = _past_row(
+                a, (a.addresses - home.start) // a.size, _Columns(1, cols)
+            )
+            allowed = self._writable(a.launch)
+        elif finding.kind == "stray-load":
+            storage = _storage_region("the input", view)
+            index = (a.addresses - storage.start) // storage.size
+            past, row, column = _past_row(a, index, _view_columns(view))
+            allowed = self.protected + self._arguments(a.launch)
+        else:
             return finding
-        lane = int(a.lanes[over][0])
+        inside = np.zeros(a.addresses.shape, dtype=bool)
+        for r in allowed:
+            inside |= r.holds(a.addresses, a.size)
+        over = np.flatnonzero(past & ~inside)
+        if not over.size:
+            return finding
+        first = int(over[0])
+        verb = "stored to" if a.store else "loaded"
         return Finding(
             "overrun",
-            f"{_who(a.program)} stored to column {lane} of row {a.program[0]}, past the row's "
-            f"{cols} columns: {self._locate(int(a.addresses[over][0]), a)[0]}; refused, "
-            "nothing written",
-            int(over.sum()),
-            a.program[0],
-            a.program[0],
-            lane,
-            int(a.addresses[over][0]) - home[0].start,
+            f"{self.who(a)} {verb} column {int(column[first])} of {_row(row[first])}, past the "
+            f"row's {cols} "
+            f"columns: {self._locate(int(a.addresses[first]), a)[0]}; refused"
+            + (", nothing written" if a.store else ""),
+            int(over.size),
+            a.program,
+            column=int(column[first]),
+            address=finding.address,
         )
 
+    def _home(self, a: Access) -> Region | None:
+        """The writable tensor the access's first in-bounds lane falls in."""
+        for address in a.addresses:
+            for r in self._writable(a.launch):
+                if r.start <= int(address) < r.end:
+                    return r
+        return None
 
-def _ownership(stores: list[Access], out: Region, rows: int, cols: int) -> list[Finding]:
-    """Each output element written exactly once, by the program that owns its row."""
-    findings: list[Finding] = []
-    overruns = []
-    written, writers = [], []
-    for a in stores:
-        over = _overrun(a, out.start, (cols, 1), cols)
-        keep = np.ones(a.lanes.shape, dtype=bool) if over is None else ~over
-        if over is not None:
-            overruns.append((a, over))
-        keep &= out.holds(a.addresses, out.size) & ((a.addresses - out.start) % out.size == 0)
-        elements = (a.addresses[keep] - out.start) // out.size
-        written.append(elements)
-        owner = a.program[0] if a.program[1:] == (0, 0) else -1
-        writers.append(np.full(elements.shape, owner, dtype=np.int64))
-    if overruns:
-        a, over = overruns[0]
-        lane, total = int(a.lanes[over][0]), sum(int(o.sum()) for _, o in overruns)
-        address = int(a.addresses[over][0]) - out.start
-        row, col = divmod(address // out.size, cols)
+    def _ownership(self, stores: list[Access], out: Region, rows: int, cols: int):
+        """Each output element written, within a launch by one program only."""
+        columns = _Columns(1, cols)
+        written, keys, launches, lanes_past, twice_in_one = [], [], [], [], None
+        for a in stores:
+            keep = out.holds(a.addresses, out.size) & ((a.addresses - out.start) % out.size == 0)
+            if not keep.any():
+                continue
+            elements = (a.addresses - out.start) // out.size
+            past, row, column = _past_row(a, elements, columns)
+            if past.any():
+                lanes_past.append((a, elements, past, row, column))
+            mine = elements[keep]
+            if twice_in_one is None and np.unique(mine).size < mine.size:
+                twice_in_one = (a, mine)
+            written.append(mine)
+            keys.append(np.full(mine.shape, _program_key(a.program), dtype=np.int64))
+            launches.append(np.full(mine.shape, a.launch, dtype=np.int64))
+        if not written:
+            return [
+                Finding(
+                    "unwritten",
+                    f"no kernel stored into the returned tensor: its {rows * cols} elements were "
+                    "never written (return the output your kernel writes)",
+                    rows * cols,
+                )
+            ]
+        elements = np.concatenate(written)
+        raced = _raced(elements, np.concatenate(keys), np.concatenate(launches))
+        findings = []
+        if lanes_past and (raced.size or twice_in_one):
+            findings.append(self._store_overrun(lanes_past, out, cols))
+        if raced.size:
+            findings.append(self._race(raced, elements, keys, stores, out, cols))
+        elif twice_in_one:
+            findings.append(self._lanes_collide(*twice_in_one, out, cols))
+        never = np.flatnonzero(np.bincount(elements, minlength=rows * cols) == 0)
+        if never.size:
+            e = int(never[0])
+            findings.append(
+                Finding(
+                    "unwritten",
+                    f"{_element(e, cols, out.size)} was never written by any program"
+                    + _more(never.size),
+                    int(never.size),
+                    None,
+                    *divmod(e, cols),
+                    e * out.size,
+                )
+            )
+        return findings
+
+    def _lanes_collide(self, a: Access, mine: np.ndarray, out: Region, cols: int) -> Finding:
+        """Several lanes of one store wrote one element at once."""
+        values, counts = np.unique(mine, return_counts=True)
+        e, shared = int(values[counts > 1][0]), int((counts > 1).sum())
+        return Finding(
+            "duplicate",
+            f"{_element(e, cols, out.size)} was written by {int(counts.max())} lanes of one "
+            f"store of {self.who(a)}" + _more(shared),
+            shared,
+            a.program,
+            *divmod(e, cols),
+            e * out.size,
+        )
+
+    def _store_overrun(self, lanes_past, out: Region, cols: int) -> Finding:
+        a, elements, past, row, column = lanes_past[0]
+        first = int(np.flatnonzero(past)[0])
+        e, total = int(elements[first]), sum(int(p[2].sum()) for p in lanes_past)
         landed = (
-            f"which is row {row}, column {col}, owned by program {row}"
-            if 0 <= address < out.end - out.start
+            f"which is row {e // cols}, column {e % cols}"
+            if 0 <= e * out.size < out.end - out.start
             else "outside the output"
         )
-        findings.append(
-            Finding(
-                "overrun",
-                f"{_who(a.program)} stored to column {lane} of row {a.program[0]}, past the "
-                f"row's {cols} columns (address +{address:#x}, {landed})" + _more(total),
-                total,
-                a.program[0],
-                row,
-                col,
-                address,
-            )
+        return Finding(
+            "overrun",
+            f"{self.who(a)} stored to column {int(column[first])} of {_row(row[first])}, past the "
+            f"row's {cols} columns (address +{e * out.size:#x}, {landed})" + _more(total),
+            total,
+            a.program,
+            e // cols,
+            int(column[first]),
+            e * out.size,
         )
-    elements = np.concatenate(written) if written else np.zeros(0, dtype=np.int64)
-    programs = np.concatenate(writers) if writers else np.zeros(0, dtype=np.int64)
-    wrong = np.flatnonzero(elements // cols != programs)
-    if wrong.size:
-        e, p = int(elements[wrong[0]]), int(programs[wrong[0]])
-        row, col = divmod(e, cols)
-        who = f"program {p}" if p >= 0 else "a program off the grid's first axis"
-        findings.append(
-            Finding(
-                "wrong-owner",
-                f"{who} stored to row {row}, column {col} (address +{e * out.size:#x}), "
-                f"owned by program {row}" + _more(wrong.size),
-                int(wrong.size),
-                p,
-                row,
-                col,
-                e * out.size,
-            )
+
+    def _race(self, raced, elements, keys, stores, out: Region, cols: int) -> Finding:
+        """Two or more programs of one launch wrote one element: name them by grid id."""
+        e = int(raced[0])
+        writers = [_program_of(int(k)) for k in np.unique(np.concatenate(keys)[elements == e])]
+        launch = next(a.launch for a in stores if a.program == writers[0])
+        names = [_who(w, self.ranks[launch]).removeprefix("program ") for w in writers[:4]]
+        listed = ", ".join(names[:-1]) + f" and {names[-1]}" + (" ..." if len(writers) > 4 else "")
+        return Finding(
+            "duplicate",
+            f"{_element(e, cols, out.size)} was written by programs {listed} of one launch"
+            + _more(raced.size),
+            int(raced.size),
+            writers[0],
+            *divmod(e, cols),
+            e * out.size,
         )
-    counts = np.bincount(elements, minlength=rows * cols)
-    twice = np.flatnonzero(counts > 1)
-    if twice.size:
-        e = int(twice[0])
-        row, col = divmod(e, cols)
-        by = ", ".join(str(p) for p in np.unique(programs[elements == e]))
-        findings.append(
-            Finding(
-                "duplicate",
-                f"row {row}, column {col} (address +{e * out.size:#x}) was written "
-                f"{int(counts[e])} times, by program(s) {by}" + _more(twice.size),
-                int(twice.size),
-                None,
-                row,
-                col,
-                e * out.size,
+
+    def _loads(self, loads: list[Access], view: torch.Tensor) -> list[Finding]:
+        """Loads from the view's storage only at the view's elements; lanes past a row."""
+        storage = _storage_region("the input", view)
+        columns = _view_columns(view)
+        cols = view.shape[1]
+        over, outside = None, None
+        over_count = outside_count = 0
+        over_fault = False
+        for a in loads:
+            mine = storage.holds(a.addresses, a.size)
+            if not mine.any():
+                continue
+            index = (a.addresses - storage.start) // storage.size
+            off_view = mine & ~columns.lookup(index)[2]
+            past, row, column = _past_row(a, index, columns)
+            past &= mine
+            if past.any():
+                over = over or (a, index, past, row, column)
+                over_count += int(past.sum())
+                over_fault |= bool((past & off_view).any())
+            stray = off_view & ~past
+            if stray.any():
+                outside = outside or (a, int(index[stray][0]))
+                outside_count += int(stray.sum())
+        findings = []
+        if over:
+            a, index, past, row, column = over
+            first = int(np.flatnonzero(past)[0])
+            findings.append(
+                Finding(
+                    "overrun",
+                    f"{self.who(a)} loaded column {int(column[first])} of {_row(row[first])}, past "
+                    f"the row's {cols} columns (storage index {int(index[first])})"
+                    + _more(over_count),
+                    over_count,
+                    a.program,
+                    column=int(column[first]),
+                    address=int(index[first]) * storage.size,
+                    fault=over_fault,
+                )
             )
-        )
-    never = np.flatnonzero(counts == 0)
-    if never.size:
-        e = int(never[0])
-        row, col = divmod(e, cols)
-        findings.append(
-            Finding(
-                "unwritten",
-                f"row {row}, column {col} (address +{e * out.size:#x}) was not written by "
-                f"program {row}, its owner" + _more(never.size),
-                int(never.size),
-                row,
-                row,
-                col,
-                e * out.size,
+        if outside:
+            a, index = outside
+            findings.append(
+                Finding(
+                    "footprint",
+                    f"{self.who(a)} loaded storage index {index}, outside the view's footprint"
+                    + _more(outside_count),
+                    outside_count,
+                    a.program,
+                    address=index * storage.size,
+                )
             )
-        )
-    return findings
+        return findings
 
 
-def _loads(loads: list[Access], view: torch.Tensor) -> list[Finding]:
-    """Loads from the view's storage only at the view's elements, and no lanes past a row."""
-    storage = _storage_region("the input", view)
-    footprint = _footprint(view)
-    cols = view.shape[1]
-    over_first, over_count, out_first, out_count = None, 0, None, 0
-    for a in loads:
-        over = _overrun(a, view.data_ptr(), view.stride(), cols)
-        if over is not None:
-            over_first = over_first or (a, int(a.lanes[over][0]), int(a.addresses[over][0]))
-            over_count += int(over.sum())
-            continue
-        mine = storage.holds(a.addresses, a.size)
-        indices = (a.addresses[mine] - storage.start) // storage.size
-        outside = indices[~np.isin(indices, footprint)]
-        if outside.size:
-            out_first = out_first or (a, int(outside[0]))
-            out_count += int(outside.size)
-    findings = []
-    if over_first:
-        a, lane, address = over_first
-        index = (address - storage.start) // storage.size
-        findings.append(
-            Finding(
-                "overrun",
-                f"{_who(a.program)} loaded column {lane} of row {a.program[0]}, past the "
-                f"row's {cols} columns (storage index {index})" + _more(over_count),
-                over_count,
-                a.program[0],
-                a.program[0],
-                lane,
-                address - storage.start,
-            )
-        )
-    if out_first:
-        a, index = out_first
-        findings.append(
-            Finding(
-                "footprint",
-                f"{_who(a.program)} loaded storage index {index}, outside the view's footprint"
-                + _more(out_count),
-                out_count,
-                a.program[0],
-                address=index * storage.size,
-            )
-        )
-    return findings
+def _row(row) -> str:
+    return f"row {int(row)}" if row >= 0 else "a row"
+
+
+def _element(e: int, cols: int, size: int) -> str:
+    return f"row {e // cols}, column {e % cols} (address +{e * size:#x})"
+
+
+def _program_key(program: Program) -> int:
+    return program[0] | program[1] << 21 | program[2] << 42
+
+
+def _program_of(key: int) -> Program:
+    mask = (1 << 21) - 1
+    return key & mask, key >> 21 & mask, key >> 42
+
+
+def _raced(elements: np.ndarray, keys: np.ndarray, launches: np.ndarray) -> np.ndarray:
+    """The output elements that two or more programs of one launch wrote."""
+    writes = np.unique(np.stack([launches, elements, keys]), axis=1)
+    pairs, writers = np.unique(writes[:2], axis=1, return_counts=True)
+    return np.unique(pairs[1][writers > 1])
 
 
 @contextlib.contextmanager

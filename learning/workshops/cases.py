@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import torch
 from triton.compiler.errors import CompilationError
 
+from learning.workshops.allocations import GuardAllocations
 from learning.workshops.audit import Finding, Trace, audit
 from learning.workshops.contracts import interpreter_active
 from learning.workshops.launches import count_launches
@@ -43,29 +44,31 @@ FAILURES = (
     "nonfinite",  # NaN or inf where the reference is finite
     "sum-low",  # every value finite but rows sum to less than one
     "permuted",  # the right values in the wrong places
+    "ambiguous",  # nearly all-equal expected values in other places: loads or stores
     "values",  # other wrong values
     "stale",  # a repeated call returned an earlier result
     "not-raised",  # bad input accepted
     "unclear-error",  # bad input rejected with an error that does not name it
-    "overrun",  # audit: lanes past the row's end loaded or stored (no mask)
-    "ownership",  # audit: an output element written by another row's program, twice or never
+    "overrun",  # lanes past a row's end loaded or stored (no mask): audit, or an output guard
+    "ownership",  # audit: an output element written by two programs of a launch, or by none
     "out-of-bounds",  # audit: a load outside the view's footprint or any tensor
+    "internal-error",  # the checks themselves raised: the checker's fault, not the student's
 )
 
 AUDIT_FAILURES = {  # the ownership audit's finding kinds, as failures
     "input-store": "input-written",
     "overrun": "overrun",
     "stray-store": "ownership",
-    "wrong-owner": "ownership",
     "duplicate": "ownership",
     "unwritten": "ownership",
     "stray-load": "out-of-bounds",
     "footprint": "out-of-bounds",
 }
-OUTRANK_VALUES = ("overrun", "wrong-owner", "duplicate")
-"""Findings that are the cause of wrong values (garbage where a row was missed), not a
-symptom; a load outside the footprint only joins the value failure the hints read."""
-AUDITED = ("nonfinite", "sum-low", "permuted", "values")
+FAULT_ORDER = ("input-store", "overrun", "stray-store", "stray-load", "duplicate", "footprint")
+"""Which fault names the failure when a call shows several: a store into the input first,
+then lanes past a row (the cause of the strays and races they make), then the rest.
+Unwritten elements come last: they are usually what another fault left behind."""
+AUDITED = ("nonfinite", "sum-low", "permuted", "ambiguous", "values")
 """Failures about the values: the audit's findings outrank or explain them."""
 
 
@@ -231,7 +234,7 @@ def _run_view(fn, op: Op, case: Case, device, generator) -> tuple[str | None, st
     storage, x = sentinel_view(g, dtype, device, generator, case.fill)
     where = f"{case.name}: {describe(x)}"
     before = storage.clone()
-    with count_launches(watch=x) as launches, _audit(x) as trace:
+    with count_launches(watch=x) as launches, _audit(x) as trace, GuardAllocations() as mode:
         try:
             out = fn(x, num_warps=case.num_warps)
         except Exception as exc:  # the student's error is the evidence
@@ -241,6 +244,9 @@ def _run_view(fn, op: Op, case: Case, device, generator) -> tuple[str | None, st
         return AUDIT_FAILURES[finding.kind], f"{where}: {finding.text}"
     if isinstance(out, Exception):
         return _exception_kind(out), f"{where}: {_raised(out)}"
+    stray = mode.guards.stray()  # on a GPU, where no audit refused the store
+    if stray:
+        return stray[0], f"{where}: {stray[1]}"
     problem = _check_output(case.name, out, x, op, before, storage, len(launches), g.rows)
     if trace is not None and g.rows and (problem is None or problem[0] in AUDITED):
         problem = _audited(trace.verify(x, out), problem)
@@ -258,14 +264,19 @@ def _audit(x: torch.Tensor) -> contextlib.AbstractContextManager[Trace | None]:
 
 
 def _audited(findings: list[Finding], problem: tuple[str, str] | None):
-    """Addresses gone astray outrank wrong values; other findings join them as evidence."""
-    astray = [f for f in findings if f.kind in OUTRANK_VALUES]
-    if astray:
-        return AUDIT_FAILURES[astray[0].kind], astray[0].text
+    """A fault (a store into the input or past a row, a load off the view, an element
+    written by two programs, or by none) fails the case whatever the values. With wrong
+    values, elements never written are a symptom (a block too small, say) and join them as
+    evidence, as do findings that are not faults."""
+    faults = sorted(
+        (f for f in findings if f.fault and (problem is None or f.kind != "unwritten")),
+        key=lambda f: FAULT_ORDER.index(f.kind) if f.kind in FAULT_ORDER else len(FAULT_ORDER),
+    )
+    if faults:
+        return AUDIT_FAILURES[faults[0].kind], faults[0].text
     if problem and findings:
-        return problem[0], f"{problem[1]}; audit: {findings[0].text}"
-    if findings:
-        return AUDIT_FAILURES[findings[0].kind], findings[0].text
+        kind = "overrun" if findings[0].kind == "overrun" else problem[0]
+        return kind, f"{problem[1]}; audit: {findings[0].text}"
     return problem
 
 
@@ -314,7 +325,7 @@ def _check_output(name: str, out, x, op: Op, before, storage, launches: int, row
             return "launch-on-empty", f"{launches} kernel launch(es) for an input with no rows"
         return None
     problem = _compare(out, op.reference(x), x.dtype, op)
-    if launches == 0 and op.contracts:
+    if launches == 0:
         if problem:
             return (
                 "stale",
@@ -338,14 +349,20 @@ def _compare(out, ref, dtype, op: Op):
     )
     if bool((~torch.isfinite(got) & torch.isfinite(ref)).any()):
         return "nonfinite", f"NaN or inf where the reference is finite; {where}"
+    if torch.allclose(got.flatten().sort().values, ref.flatten().sort().values, rtol, atol):
+        if torch.unique(ref).numel() < ref.numel() // 2:
+            return "ambiguous", (
+                "the expected values, nearly all equal (rows of ±1e4 give one-hot rows), in "
+                f"other places: wrong loads or wrong stores could do that; {where}"
+            )
+        return "permuted", f"the right values in the wrong places; {where}"
     if not op.exact:
         sums = got.sum(dim=1)
         low = sums < 1 - 4 * rtol  # beyond the rounding of N outputs
-        if bool(low.any()):
+        high = sums > 1 + 4 * rtol  # mass moved between rows, not lost: a layout problem
+        if bool(low.any()) and not bool(high.any()):
             row = int(low.nonzero()[0])
             return "sum-low", f"row {row} sums to {sums[row].item():.6g}, not 1; {where}"
-    if torch.allclose(got.flatten().sort().values, ref.flatten().sort().values, rtol, atol):
-        return "permuted", f"the right values in the wrong places; {where}"
     return "values", where
 
 

@@ -3,7 +3,8 @@
     python -m learning.workshops.check strided_softmax [--hint] [--impl FILE] [--json]
 
 The implementation runs in a child process, so a crash or a hang becomes a failed case.
-Exit status: 0 when every case passes, 1 when any fails, 2 for a usage error.
+Exit status: 0 when every case passes, 1 when any fails, 2 for a usage error, 3 for an
+internal error (the checker itself failed, not your code: report it with the output).
 """
 
 from __future__ import annotations
@@ -17,10 +18,15 @@ from pathlib import Path
 
 from learning.workshops.cases import OPS, PUBLIC_CASES, Case, CaseResult, suite
 from learning.workshops.contracts import select_mode
+from learning.workshops.faults import INTERNAL_ERROR, INTERNAL_EXIT, fault_text, internal_message
 from learning.workshops.hints import Hint, diagnose
 from learning.workshops.isolation import run_isolated
 
 CASE_TIMEOUT_S = 120.0
+EXIT_STATUSES = (
+    "Exit status: 0 when every case passes, 1 when any fails, 2 for a usage error, 3 for an "
+    "internal error in the checker (not your code)."
+)
 
 
 class UsageError(Exception):
@@ -38,10 +44,16 @@ class Report:
     seed: int
     results: list[CaseResult]
     hints: list[Hint]
+    notes: tuple[str, ...] = ()  # what the interpreter did unlike a GPU (autotune, say)
 
     @property
     def passed(self) -> bool:
         return bool(self.results) and all(r.passed for r in self.results)
+
+    @property
+    def internal_errors(self) -> list[CaseResult]:
+        """The cases the checker itself failed on: no evidence about the implementation."""
+        return [r for r in self.results if r.failure == INTERNAL_ERROR]
 
     def to_json(self) -> dict:
         return {
@@ -53,6 +65,8 @@ class Report:
             "passed": self.passed,
             "cases": [r.to_json() for r in self.results],
             "hints": [h.to_json() for h in self.hints],
+            "internal_errors": [{"case": r.name, "detail": r.detail} for r in self.internal_errors],
+            "notes": list(self.notes),
         }
 
 
@@ -90,22 +104,32 @@ def run_check(
     run = run_isolated(impl.resolve(), op, OPS[op].function, chosen, seed, case_timeout_s)
     if run.load_error:
         raise UsageError(run.load_error)
-    return Report(op, str(impl), run.mode, run.device, seed, run.results, diagnose(run.results))
+    hints = diagnose(run.results)
+    notes = tuple(dict.fromkeys(run.notes))
+    return Report(op, str(impl), run.mode, run.device, seed, run.results, hints, notes)
 
 
 def format_report(report: Report, show_hints: bool) -> str:
-    """The report as people read it: one line per case, then the hints."""
+    """The report as people read it: one line per case, the checker's own faults, the hints."""
     passed = sum(r.passed for r in report.results)
     lines = [
         f"{report.op} from {report.impl}: {passed} of {len(report.results)} cases pass "
         f"({report.device}, seed {report.seed})"
     ]
+    lines += [f"  note: {note}" for note in report.notes]
     width = max((len(r.name) for r in report.results), default=0)
     for r in report.results:
         detail = r.detail.split(": ", 1)[-1]
-        lines.append(f"  {'PASS' if r.passed else 'FAIL'}  {r.name:<{width}}  {detail}")
+        tag = "PASS" if r.passed else "ERROR" if r.failure == INTERNAL_ERROR else "FAIL"
+        lines.append(f"  {tag:<5} {r.name:<{width}}  {detail}")
+    faults = report.internal_errors
+    if faults:
+        lines.append("\n" + internal_message([r.detail for r in faults]))
+    failed = [r for r in report.results if not r.passed and r.failure != INTERNAL_ERROR]
     if report.passed:
         lines.append("All cases pass.")
+    elif not failed:
+        lines.append("Every other case passes.")
     elif not show_hints:
         lines.append("Some cases fail. Run again with --hint for a clue.")
     elif not report.hints:
@@ -119,7 +143,9 @@ def format_report(report: Report, show_hints: bool) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m learning.workshops.check", description=__doc__.splitlines()[0]
+        prog="python -m learning.workshops.check",
+        description=__doc__.splitlines()[0],
+        epilog=EXIT_STATUSES,
     )
     parser.add_argument("op", help=f"what to check: {', '.join(OPS)}")
     parser.add_argument("--hint", action="store_true", help="explain the failures")
@@ -138,10 +164,15 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as exc:
         print(f"check: {exc}", file=sys.stderr)
         return 2
+    except Exception as exc:  # the checker's own code, outside any case
+        print(f"check: {internal_message([fault_text(exc)])}", file=sys.stderr)
+        return INTERNAL_EXIT
     if args.json:
         print(json.dumps(report.to_json(), indent=2))
     else:
         print(format_report(report, args.hint))
+    if report.internal_errors:
+        return INTERNAL_EXIT
     return 0 if report.passed else 1
 
 

@@ -2,7 +2,8 @@
 
 The parent (`isolation.run_isolated`) sends a JSON job on stdin and reads events from a
 dedicated pipe, so whatever the student's code prints cannot corrupt the report. A crash
-or hang here costs the case in progress, never the checker. Imports stay light here:
+or hang here costs the case in progress, never the checker; an exception in the checks
+themselves is an `internal-error` event, and the next case runs. Imports stay light here:
 `child_env` serves every command that starts a child process.
 """
 
@@ -12,6 +13,7 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 
@@ -34,10 +36,16 @@ def main() -> None:
         report.write(json.dumps({"event": event, **fields}) + "\n")
         report.flush()
 
+    run_job(job, emit)
+
+
+def run_job(job: dict, emit: Callable[..., None]) -> None:
+    """Load the job's implementation and run its cases, reporting each through `emit`."""
     from learning.workshops.contracts import default_device, describe_device, select_mode
 
     mode = select_mode(verbose=False)
-    from learning.workshops.cases import Case, run_case
+    from learning.workshops.cases import Case
+    from learning.workshops.interpreter import NOTES
     from learning.workshops.loader import LoadError, load_function
 
     try:
@@ -47,19 +55,32 @@ def main() -> None:
         return
     device = default_device()
     emit("loaded", mode=mode, device=describe_device(device))
+    told = 0
     for spec in job["cases"]:
-        case = Case(**spec)
-        emit("start", case=case.name)
-        try:
-            result, error = run_case(fn, job["op"], case, device, job["seed"]), None
-        except Exception as exc:  # the checks themselves failed: a dead GPU context does that
-            result, error = None, exc
-        lost = _context_lost(device)
-        if lost:  # every later case would fail with it: end here, as a crash of this case
-            print(f"the GPU context died in this case: {lost}", file=sys.stderr, flush=True)
-            sys.exit(3)
-        if error is not None:
-            raise error
+        run_one(fn, job, Case(**spec), device, emit)
+        for note in NOTES[told:]:  # what the interpreter did unlike a GPU, once each
+            emit("note", text=note)
+        told = len(NOTES)
+
+
+def run_one(fn, job: dict, case, device, emit: Callable[..., None]) -> None:
+    """Run one case: its result, or an `internal-error` event when the checks themselves
+    raised (run_case catches the student's exceptions); a dead GPU context ends the child."""
+    from learning.workshops import cases
+    from learning.workshops.faults import describe, fault_site
+
+    emit("start", case=case.name)
+    try:
+        result, error = cases.run_case(fn, job["op"], case, device, job["seed"]), None
+    except Exception as exc:
+        result, error = None, exc
+    lost = context_lost(device)
+    if lost:  # every later case would fail with it: end here, as a crash of this case
+        print(f"the GPU context died in this case: {lost}", file=sys.stderr, flush=True)
+        sys.exit(3)
+    if error is not None:
+        emit("internal-error", case=case.name, detail=describe(error), where=fault_site(error))
+    else:
         emit("result", **result.to_json())
 
 
@@ -74,7 +95,7 @@ def limit_memory(limit_bytes: int) -> None:
         pass
 
 
-def _context_lost(device) -> str | None:
+def context_lost(device) -> str | None:
     """The sticky CUDA error (an illegal address, say) that left `device` unusable, or None."""
     import torch
 

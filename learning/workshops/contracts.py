@@ -33,6 +33,10 @@ def select_mode(verbose: bool = True) -> str:
     if not interpreter_active() and not torch.cuda.is_available():
         os.environ["TRITON_INTERPRET"] = "1"
     mode = "interpreter" if interpreter_active() else "gpu"
+    if mode == "interpreter":
+        from learning.workshops import interpreter
+
+        interpreter.install()  # compiled handles and autotune, as on a GPU
     if verbose:
         print(describe_mode(mode))
     return mode

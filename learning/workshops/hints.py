@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from learning.workshops.cases import CaseResult
+from learning.workshops.faults import INTERNAL_ERROR
 
 MESSAGES = {
     "unfinished": (
@@ -113,7 +114,9 @@ def _has(result: CaseResult, feature: str) -> bool:
 
 
 VALUE_FAILURES = ("values", "nonfinite", "permuted", "sum-low")
-ADDRESS_FAILURES = (*VALUE_FAILURES, "out-of-bounds")  # wrong values, or loads off the view
+ADDRESS_FAILURES = ("values", "nonfinite", "sum-low", "out-of-bounds")
+"""Wrong values, or loads off the view: what reading the wrong addresses gives. Right values
+in the wrong places ("permuted") come from where the output is written instead."""
 
 
 def _failing_only_where(feature: str) -> Callable[[list[CaseResult]], list[CaseResult]]:
@@ -202,9 +205,10 @@ RULES: tuple[tuple[str, Callable[[list[CaseResult]], list[CaseResult]]], ...] = 
 
 
 def diagnose(results: list[CaseResult]) -> list[Hint]:
-    """The hints whose failure pattern the results show, each with its evidence."""
+    """The hints whose failure pattern the results show, each with its evidence; a case the
+    checker itself failed on (`internal-error`) is no evidence about the student's code."""
     hints = []
-    unexplained = list(results)
+    unexplained = [r for r in results if r.failure != INTERNAL_ERROR]
     for hint_id, rule in RULES:
         matched = rule(unexplained)
         if matched:

@@ -3,7 +3,8 @@
 A segfault, a fatal error, a hang or a GPU context lost to an illegal address fails the
 case that was running, with its cause, and a fresh child picks up at the next case; a
 runaway allocation fails at the child's memory limit. After a few crashes the rest are
-reported as not run, rather than paying a process start for each.
+reported as not run, rather than paying a process start for each. A case whose checks
+themselves raised fails as `internal-error` (see `faults`), and the same child goes on.
 """
 
 from __future__ import annotations
@@ -16,12 +17,16 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from learning.workshops.cases import Case, CaseResult
 from learning.workshops.child import child_env
+from learning.workshops.faults import internal_result
 
+CHILD_MODULE = "learning.workshops.child"
+"""The module each child runs (`python -m`); it reports over the pipe `--report-fd` names."""
 MAX_CRASHES = 3
 LOAD_TIMEOUT_S = 180.0
 MEMORY_LIMIT_BYTES = 8 * 1024**3
@@ -34,20 +39,34 @@ class IsolatedRun:
     """The results of running cases in child processes."""
 
     results: list[CaseResult] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # what the interpreter did unlike a GPU
     load_error: str | None = None
     mode: str = "unknown"
     device: str = "unknown"
 
 
+Wrap = Callable[[list[str]], list[str]]
+"""Turns a child's command into the one that runs it (inside a sandbox, say)."""
+
+
 def run_isolated(
-    impl: Path, op: str, function: str, cases: list[Case], seed: int, case_timeout_s: float
+    impl: Path,
+    op: str,
+    function: str,
+    cases: list[Case],
+    seed: int,
+    case_timeout_s: float,
+    wrap: Wrap | None = None,
 ) -> IsolatedRun:
-    """Run every case of `cases` against `function` from `impl`, each crash contained."""
+    """Run every case of `cases` against `function` from `impl`, each crash contained;
+    `wrap` runs each child another way (`impl` is then a path as the child sees it)."""
     run = IsolatedRun()
     remaining = list(cases)
     crashes = 0
     while remaining:
-        done, failure = _run_child(impl, op, function, remaining, seed, case_timeout_s, run)
+        done, failure = _run_child(
+            impl, op, function, remaining, seed, case_timeout_s, run, wrap or list
+        )
         if run.load_error:
             return run
         remaining = remaining[done:]
@@ -71,7 +90,7 @@ def run_isolated(
     return run
 
 
-def _run_child(impl, op, function, cases, seed, case_timeout_s, run: IsolatedRun):
+def _run_child(impl, op, function, cases, seed, case_timeout_s, run: IsolatedRun, wrap: Wrap):
     """Run one child over `cases`; return how many finished and the failure that stopped it."""
     job = {
         "impl": str(impl),
@@ -84,7 +103,7 @@ def _run_child(impl, op, function, cases, seed, case_timeout_s, run: IsolatedRun
     read_fd, write_fd = os.pipe()
     log = tempfile.TemporaryFile()
     child = subprocess.Popen(
-        [sys.executable, "-m", "learning.workshops.child", "--report-fd", str(write_fd)],
+        wrap([sys.executable, "-m", CHILD_MODULE, "--report-fd", str(write_fd)]),
         stdin=subprocess.PIPE,
         stdout=log,
         stderr=subprocess.STDOUT,
@@ -126,6 +145,12 @@ def _run_child(impl, op, function, cases, seed, case_timeout_s, run: IsolatedRun
                 deadline = time.monotonic() + case_timeout_s
             elif kind == "result":
                 run.results.append(CaseResult(**event))
+                finished += 1
+            elif kind == "note":
+                run.notes.append(event["text"])
+            elif kind == "internal-error":  # the checks raised: the checker's fault, not a crash
+                text = f"{event['detail']} at {event['where']}"
+                run.results.append(internal_result(cases[finished], text))
                 finished += 1
     finally:
         events.close()

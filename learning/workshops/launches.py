@@ -1,11 +1,16 @@
 """What a call ran: its Triton kernel launches, and torch reading the input outside them.
 
-Every launch, compiled or interpreted, goes through `KernelInterface.__getitem__`
-(`kernel[grid](...)`); wrapping it tells the checks whether a kernel ran at all and
-whether one ran for an input with no rows. A torch dispatch mode sees every aten
-operation; one that reads the watched input's memory outside a launch (a copy such as
-`x.contiguous()`, a dtype change, torch math) is a second pass over memory that the direct
-path exists to avoid. Views, metadata and allocations read nothing and are not recorded.
+Launches are seen where every launch style ends up, so none escapes: under the
+interpreter `InterpretedFunction.run` (JIT calls, autotuner and heuristics wrappers, and
+the handles `warmup` returns there); on a GPU Triton's launch-enter hook, which the
+compiled launcher calls for JIT calls and pre-compiled handles alike. The checks need to
+know whether a kernel ran at all, and whether one ran for an input with no rows.
+
+A torch dispatch mode sees every aten operation; one that reads the watched input's
+memory outside a launch (a copy such as `x.contiguous()`, a dtype change, torch math) is a
+second pass over memory that the direct path exists to avoid. Views, metadata and
+allocations read nothing and are not recorded; torch work inside a launch call (the
+interpreter's own, an autotuner's timing) is the launcher's.
 """
 
 from __future__ import annotations
@@ -17,6 +22,8 @@ from dataclasses import dataclass, field
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode  # torch's FlopCounterMode base
 from torch.utils._pytree import tree_leaves
+from triton import knobs
+from triton.runtime.interpreter import InterpretedFunction
 from triton.runtime.jit import KernelInterface
 
 ALLOCATIONS = frozenset(
@@ -107,25 +114,43 @@ def count_launches(watch: torch.Tensor | None = None) -> Iterator[LaunchLog]:
     """Record every kernel launch made while the block runs, and with `watch`, every torch
     operation outside a launch that reads `watch`'s memory."""
     log = LaunchLog()
-    original = KernelInterface.__getitem__
+    getitem = KernelInterface.__getitem__
+    interpreted = InterpretedFunction.run
 
-    def recording_getitem(kernel, grid):
-        launch = original(kernel, grid)
+    def inside(call):
+        log.depth += 1
+        try:
+            return call()
+        finally:
+            log.depth -= 1
 
-        def run(*args, **kwargs):
-            name = getattr(kernel, "__name__", type(kernel).__name__)
-            log.launches.append(Launch(str(name), _grid_of(grid)))
-            log.depth += 1
-            try:
-                return launch(*args, **kwargs)
-            finally:
-                log.depth -= 1
+    def launcher(kernel, grid):
+        launch = getitem(kernel, grid)
+        return lambda *args, **kwargs: inside(lambda: launch(*args, **kwargs))
 
-        return run
+    def interpreted_run(kernel, *args, grid, warmup, **kwargs):
+        if not warmup:
+            log.launches.append(Launch(kernel.__name__, _grid_of(grid)))
+        return inside(lambda: interpreted(kernel, *args, grid=grid, warmup=warmup, **kwargs))
 
-    KernelInterface.__getitem__ = recording_getitem
+    def launch_entered(metadata) -> None:
+        log.launches.append(Launch(_kernel_name(metadata), ("compiled",)))
+
+    KernelInterface.__getitem__ = launcher
+    InterpretedFunction.run = interpreted_run
+    knobs.runtime.launch_enter_hook.add(launch_entered)
     try:
         with _torch_reads(log, watch):
             yield log
     finally:
-        KernelInterface.__getitem__ = original
+        knobs.runtime.launch_enter_hook.remove(launch_entered)
+        InterpretedFunction.run = interpreted
+        KernelInterface.__getitem__ = getitem
+
+
+def _kernel_name(metadata) -> str:
+    """The launched kernel's name from the hook's metadata (a dict-like), if it has one."""
+    try:
+        return str(metadata["name"])
+    except (KeyError, TypeError, IndexError):
+        return "kernel"

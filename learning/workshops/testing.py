@@ -1,7 +1,9 @@
 """Assertions for notebook test cells: run cases in this process and fail with hints.
 
 nbgrader scores a test cell zero when it writes to stderr, so the function under test
-runs with stderr and warnings captured; what it wrote shows up in the failure message.
+runs with stderr and warnings captured; what it wrote shows up in the failure message. When
+the checker's own code raises, the cell raises `CheckerFault` saying so, never blaming the
+student, and the hints sidecar records the test as `internal-error`.
 """
 
 from __future__ import annotations
@@ -18,6 +20,13 @@ from collections.abc import Callable, Iterable, Iterator
 
 from learning.workshops.cases import PUBLIC_CASES, Case, CaseResult, run_case, suite
 from learning.workshops.contracts import default_device
+from learning.workshops.faults import (
+    INTERNAL_ERROR,
+    CheckerFault,
+    fault_text,
+    internal_message,
+    internal_result,
+)
 from learning.workshops.hints import diagnose
 
 
@@ -44,19 +53,49 @@ def quiet() -> Iterator[io.StringIO]:
 def run_cases(
     fn: Callable, op: str, cases: Iterable[Case], seed: int | None = None
 ) -> list[CaseResult]:
-    """Run `cases` against `fn` in this process, quietly; return their results."""
+    """Run `cases` against `fn` in this process, quietly; return their results (a case whose
+    checks raised is an `internal-error` result)."""
     device = default_device()
     seed = secrets.randbelow(2**31) if seed is None else seed
+    results = []
     with quiet():
-        return [run_case(fn, op, case, device, seed) for case in cases]
+        for case in cases:
+            try:
+                results.append(run_case(fn, op, case, device, seed))
+            except Exception as exc:  # run_case catches the student's: this is the checker's
+                results.append(internal_result(case, fault_text(exc)))
+    return results
 
 
 HINTS_SIDECAR = "i1_hints.json"
-"""Written beside a notebook while nbgrader autogrades it: each test's outcome and hint ids."""
+"""Written beside a notebook while nbgrader autogrades it: each test's status (passed, failed
+or internal-error), its failed cases and hint ids."""
+
+
+def outcome_status(results: list[CaseResult]) -> str:
+    """The test's status: internal-error when the checker failed on a case, else passed or
+    failed."""
+    if any(r.failure == INTERNAL_ERROR for r in results):
+        return INTERNAL_ERROR
+    return "passed" if all(r.passed for r in results) else "failed"
 
 
 def record_outcome(test: str, results: list[CaseResult]) -> None:
     """While nbgrader autogrades, add this test's outcome and hint ids to the sidecar."""
+    faults = [r.detail for r in results if r.failure == INTERNAL_ERROR]
+    failed = [r.name for r in results if not r.passed and r.failure != INTERNAL_ERROR]
+    hints = [h.id for h in diagnose(results)]
+    record_status(test, outcome_status(results), failed, hints, faults)
+
+
+def record_status(
+    test: str,
+    status: str,
+    failed: Iterable[str] = (),
+    hints: Iterable[str] = (),
+    internal_errors: Iterable[str] = (),
+) -> None:
+    """While nbgrader autogrades, write `test`'s entry in the sidecar beside the notebook."""
     if os.environ.get("NBGRADER_EXECUTION") != "autograde":
         return
     path = os.path.join(os.getcwd(), HINTS_SIDECAR)
@@ -65,13 +104,27 @@ def record_outcome(test: str, results: list[CaseResult]) -> None:
             record = json.load(f)
     except (OSError, ValueError):
         record = {"schema": "i1-hints/1", "tests": {}}
-    record["tests"][test] = {
-        "passed": all(r.passed for r in results),
-        "failed": [r.name for r in results if not r.passed],
-        "hints": [h.id for h in diagnose(results)],
-    }
+    entry = {"passed": status == "passed", "status": status, "failed": list(failed)}
+    entry["hints"] = list(hints)
+    if status == INTERNAL_ERROR:
+        entry["internal_errors"] = list(internal_errors)
+    record["tests"][test] = entry
     with open(path, "w") as f:
         json.dump(record, f, indent=2)
+
+
+@contextlib.contextmanager
+def checker_faults(test: str) -> Iterator[None]:
+    """Turn an exception from the checker's own code in this block into a CheckerFault that
+    says so, recorded as `test`'s internal error; a failed check (AssertionError) passes."""
+    try:
+        yield
+    except (AssertionError, CheckerFault):
+        raise
+    except Exception as exc:
+        detail = f"{test}: {fault_text(exc)}"
+        record_status(test, INTERNAL_ERROR, internal_errors=[detail])
+        raise CheckerFault(internal_message([detail])) from exc
 
 
 def failure_message(results: list[CaseResult], title: str) -> str:
@@ -82,6 +135,17 @@ def failure_message(results: list[CaseResult], title: str) -> str:
     for hint in diagnose(results):
         lines.append(f"Hint [{hint.id}]: {hint.message}")
     return "\n".join(lines)
+
+
+def verdict(results: list[CaseResult], title: str) -> Exception | None:
+    """What a test cell raises for `results`: CheckerFault when the checker failed on a case
+    (the student's failures follow it), AssertionError when only the student's code failed."""
+    faults = [r.detail for r in results if r.failure == INTERNAL_ERROR]
+    own = [r for r in results if r.failure != INTERNAL_ERROR]
+    failed = failure_message(own, title) if not all(r.passed for r in own) else ""
+    if faults:
+        return CheckerFault("\n".join(filter(None, [internal_message(faults), failed])))
+    return AssertionError(failed) if failed else None
 
 
 def expect_cases(fn: Callable, op: str, names: Iterable[str] | None = None) -> None:
@@ -97,6 +161,7 @@ def expect_cases(fn: Callable, op: str, names: Iterable[str] | None = None) -> N
         raise ValueError(f"no public case named {sorted(unknown)} for {op}")
     results = run_cases(fn, op, chosen)
     record_outcome(f"public:{op}" + (f":{'+'.join(sorted(wanted))}" if wanted else ""), results)
-    if not all(r.passed for r in results):
-        raise AssertionError(failure_message(results, f"{op}, public cases"))
+    error = verdict(results, f"{op}, public cases")
+    if error is not None:
+        raise error
     print(f"{op}: {len(results)} public cases pass.")

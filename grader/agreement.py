@@ -1,0 +1,101 @@
+"""CPU and GPU agree: the verdicts on every correct decomposition and on the zoo's bugs.
+
+    python -m grader.agreement --out verdicts.json [--jobs N]
+
+Runs each correct shape in `grader/shapes/`, the reference, and every zoo bug whose check
+runs in process (no crash, hang or runaway allocation) against the public cases, in this
+process's mode: compiled on the GPU, or in Triton's interpreter (`TRITON_INTERPRET=1`, or no
+GPU). It writes each member's per-case verdicts and hint ids as JSON. `tests/test_gpu.py`
+runs it in both modes on one GPU machine and asserts that they agree.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from multiprocessing import get_context
+from pathlib import Path
+
+SEED = 20261130
+IN_PROCESS = ("crash", "timeout", "memory")
+"""Hints whose bugs kill or hang the process: the isolated check proves those."""
+
+
+@dataclass(frozen=True)
+class Member:
+    """One implementation to run: a file, the op its function serves, and its expected hint."""
+
+    name: str
+    path: str
+    op: str
+    hint: str | None
+
+
+def members(folder: Path) -> list[Member]:
+    """The family, the reference and the in-process bugs, written under `folder`."""
+    from grader.zoo import BUGS, REFERENCE, SHAPES, base_path, write_bug
+
+    found = [Member("reference", str(REFERENCE), "strided_softmax", None)]
+    found += [Member(f"shape-{s}", str(base_path(s)), "strided_softmax", None) for s in SHAPES]
+    found += [
+        Member(bug.name, str(write_bug(bug, folder)), bug.op, bug.hint)
+        for bug in BUGS
+        if bug.hint is not None and bug.hint not in IN_PROCESS
+    ]
+    return found
+
+
+def verdicts(member: Member) -> dict:
+    """Run `member` on the public cases of its op here; per-case verdicts and hint ids."""
+    from learning.workshops.cases import OPS, PUBLIC_CASES, suite
+    from learning.workshops.contracts import default_device, select_mode
+    from learning.workshops.hints import diagnose
+    from learning.workshops.loader import load_function
+    from learning.workshops.testing import run_cases
+
+    select_mode(verbose=False)
+    fn = load_function(Path(member.path), OPS[member.op].function)
+    cases = suite(member.op, PUBLIC_CASES, default_device().type)
+    results = run_cases(fn, member.op, cases, seed=SEED)
+    return {
+        "name": member.name,
+        "hint": member.hint,
+        "cases": {r.name: {"passed": r.passed, "failure": r.failure} for r in results},
+        "hints": [h.id for h in diagnose(results)],
+    }
+
+
+def run_all(jobs: int) -> dict:
+    """Every member's verdicts, from `jobs` worker processes."""
+    from learning.workshops.contracts import default_device, select_mode
+
+    mode = select_mode(verbose=False)
+    with tempfile.TemporaryDirectory(prefix="i1-agreement-") as folder:
+        chosen = members(Path(folder))
+        with ProcessPoolExecutor(max(1, jobs), mp_context=get_context("spawn")) as pool:
+            rows = list(pool.map(verdicts, chosen))
+    return {"mode": mode, "device": str(default_device()), "seed": SEED, "members": rows}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m grader.agreement", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument("--out", required=True, help="the JSON file to write")
+    parser.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) // 2))
+    args = parser.parse_args(argv)
+    out = Path(args.out)
+    if not out.parent.is_dir():
+        print(f"agreement: {out.parent} is not a folder; create it first.", file=sys.stderr)
+        return 2
+    out.write_text(json.dumps(run_all(args.jobs), indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

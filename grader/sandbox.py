@@ -1,0 +1,770 @@
+"""Run a student's code under bubblewrap, where it reaches nothing but its own scratch folder.
+
+What the sandbox sees: read-only, the system's `/usr` (and `/bin`, `/lib*` as the host lays
+them out), the few `/etc` files a program needs, this Python's prefixes and packages at their
+own paths (so `sys.executable` works), and `learning/` at `/course/learning`; read-write, the
+caller's scratch folder at `/work` (its working directory), a fresh `/tmp` and `/dev/shm`;
+on a CUDA machine the `/dev/nvidia*` nodes. Not the repository, not `grader/`, not the
+gradebook, the secret or any course folder. It has its own PID, network (loopback only),
+IPC, UTS and cgroup namespaces, a new session, no capabilities, the grader's environment
+cleared, and it dies with its parent.
+
+The user. Run as root (CI, a grading server), bwrap runs without a user namespace and the
+sandboxed command starts through `setpriv` as the host's uid 65534, which owns nothing:
+a user namespace made by root would map the sandbox's user to host root, and a bwrap run
+as 65534 cannot bind a Python installed under `/root` (mode 700). Run as anyone else, bwrap
+makes a user namespace (`--unshare-all`) with uid 65534 inside and further ones disabled.
+
+Limits, each enforced by the kernel: a fresh pids cgroup (and memory cgroup) per sandbox
+under this process's own, entered before bwrap starts (RLIMIT_NPROC of the sandbox user
+where no cgroup can be made); RLIMIT_DATA per process, which leaves CUDA's mappings alone;
+RLIMIT_FSIZE; sized tmpfs mounts for `/tmp`, `/dev/shm` and, from `scratch()`, `/work`.
+`run_sandboxed` kills the whole sandbox on timeout: bwrap's PID namespace dies with its
+first process, and whatever is left in the cgroups is killed before they are removed.
+
+Start-up cost (`python -c pass`, median of 5, `test_start_overhead_is_small`): 27 ms bare,
+48 ms sandboxed on 2 shared cores; 74 and 100 ms on the H200 machine. A tiny notebook takes
+1.7 s through `SandboxedExecute` against 1.0 s through nbgrader's Execute (the runner's
+start and imports); torch, CUDA and a freshly compiled Triton kernel work inside.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import itertools
+import os
+import select
+import shutil
+import signal
+import site
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from functools import lru_cache
+from pathlib import Path, PurePosixPath
+
+import nbformat
+from nbformat import NotebookNode
+from nbgrader.preprocessors import Execute
+from nbgrader.preprocessors.clearhiddentests import ClearHiddenTests
+
+import learning
+from learning.workshops.notebook_runner import DEAD_KERNEL, TIMEOUT_ERROR
+
+UNSAFE_ENV = "I1_UNSAFE_NO_SANDBOX"
+UNSAFE_FLAG = "--unsafe-no-sandbox"
+SANDBOX_UID = 65534
+"""The sandbox's user and group (nobody/nogroup): on the host, when run as root, as well."""
+LEARNING = Path(learning.__file__).resolve().parent
+REPO = Path(__file__).resolve().parents[1]
+WORK = "/work"
+COURSE = "/course"
+HOME = "/tmp/home"
+REPORT_FD = "{report_fd}"
+"""An argv element `run_sandboxed` replaces with the number of its report pipe."""
+SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+ETC_FILES = ("ld.so.cache", "passwd", "group", "nsswitch.conf", "hosts", "localtime", "fonts")
+COURSE_MARKS = ("gradebook.db", "nbgrader_config.py", "*/gradebook.db", "*/nbgrader_config.py")
+"""Files that mark a folder (or its subfolder) as a course, as glob patterns."""
+PASSED_ENV = ("LANG", "TRITON_INTERPRET", "CUDA_VISIBLE_DEVICES", "NBGRADER_EXECUTION")
+"""Variables of the grader's environment that the sandbox gets; nothing else passes."""
+CAP_SYS_ADMIN = 21
+MiB, GiB = 1024**2, 1024**3
+
+
+class SandboxUnavailable(Exception):
+    """Grading cannot start: the sandbox's tools are missing; the message says what to do."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one sandbox may use; the kernel enforces each limit, not the sandboxed code."""
+
+    processes: int = 1024
+    """Processes and threads of the whole sandbox (its pids cgroup's pids.max)."""
+    memory_bytes: int = 16 * GiB
+    """Heap per process (RLIMIT_DATA) and the whole sandbox's memory (its memory cgroup)."""
+    file_bytes: int = 1 * GiB
+    """The largest file a process may write (RLIMIT_FSIZE)."""
+    tmp_bytes: int = 1 * GiB
+    """The size of `/tmp` inside (a tmpfs, so memory); `/dev/shm` gets 64 MiB."""
+    work_bytes: int = 1 * GiB
+    """The size of a scratch folder `scratch()` makes (a tmpfs where it can mount one)."""
+    cpu_s: int | None = None
+    """CPU seconds per process (RLIMIT_CPU), or None for no limit."""
+
+
+DEFAULT_LIMITS = Limits()
+_told: set[str] = set()
+_serial = itertools.count()
+
+
+def require_bwrap() -> str:
+    """The path of bubblewrap's `bwrap`; raise SandboxUnavailable, saying what to do, without."""
+    path = shutil.which("bwrap")
+    if path is None:
+        raise SandboxUnavailable(
+            "grading runs student code under bubblewrap, and `bwrap` is not on PATH: install "
+            "the Debian package `bubblewrap` (apt-get install bubblewrap), or pass "
+            f"{UNSAFE_FLAG} to grade with no sandbox (student code can then read the "
+            "gradebook, the hidden tests and the course secret)."
+        )
+    return path
+
+
+def unsafe_requested() -> bool:
+    """Whether the instructor asked to grade without a sandbox (`--unsafe-no-sandbox`)."""
+    return os.environ.get(UNSAFE_ENV) == "1"
+
+
+def add_unsafe_option(parser) -> None:
+    """The grader commands' `--unsafe-no-sandbox`, loudly named and explained."""
+    parser.add_argument(
+        UNSAFE_FLAG,
+        action="store_true",
+        help="grade WITHOUT the bubblewrap sandbox: student code can then read the gradebook, "
+        "the hidden tests and the course secret (for a machine where bwrap cannot run)",
+    )
+
+
+def ready_to_grade(unsafe: bool = False) -> None:
+    """Before any grading: with `unsafe`, mark this process and its children as grading
+    unsandboxed; otherwise raise SandboxUnavailable unless bubblewrap is here."""
+    if unsafe:
+        os.environ[UNSAFE_ENV] = "1"
+    if not unsafe_requested():
+        require_bwrap()
+
+
+def _tool(name: str) -> str:
+    """The path of a util-linux tool the sandbox needs, or SandboxUnavailable naming it."""
+    path = shutil.which(name)
+    if path is None:
+        raise SandboxUnavailable(
+            f"the sandbox needs `{name}`, which is not on PATH: install the Debian package "
+            f"`util-linux`, or pass {UNSAFE_FLAG} to grade with no sandbox."
+        )
+    return path
+
+
+def _say_once(text: str) -> None:
+    """Write `text` on stderr, once per process: a warning the instructor must see."""
+    if text not in _told:
+        _told.add(text)
+        sys.stderr.write(text + "\n")
+        sys.stderr.flush()
+
+
+def _privileged() -> bool:
+    """Whether this process is root with CAP_SYS_ADMIN: bwrap then needs no user namespace."""
+    if os.geteuid() != 0:
+        return False
+    status = Path("/proc/self/status").read_text()
+    caps = next(line.split()[1] for line in status.splitlines() if line.startswith("CapEff"))
+    return bool(int(caps, 16) >> CAP_SYS_ADMIN & 1)
+
+
+@lru_cache(maxsize=1)
+def cuda_available() -> bool:
+    """Whether this process sees a CUDA device: then the sandbox gets the NVIDIA nodes."""
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def sandboxed(
+    argv: Sequence[str],
+    *,
+    work: Path,
+    gpu: bool | None = None,
+    env: dict[str, str] | None = None,
+    limits: Limits = DEFAULT_LIMITS,
+    cgroups: Sequence[Path] = (),
+    extra: Sequence[tuple[Path, str]] = (),
+) -> list[str]:
+    """The command that runs `argv` sandboxed in `work` (seen as /work); `argv` itself, with
+    a loud warning, when the instructor passed --unsafe-no-sandbox (run it in `work`).
+
+    `cgroups` (from `sandbox_cgroups`) are entered before bwrap starts; without any, the
+    sandbox user's RLIMIT_NPROC bounds its processes instead. `extra` binds more host
+    folders read-only, each at the path given (the timing child's own modules, say)."""
+    if unsafe_requested():
+        _say_once(
+            f"WARNING: {UNSAFE_ENV}=1 ({UNSAFE_FLAG}): student code runs WITHOUT A SANDBOX and "
+            "can read the gradebook, the hidden tests and the course secret."
+        )
+        return list(argv)
+    bwrap = require_bwrap()
+    privileged = _privileged()
+    gpu = cuda_available() if gpu is None else gpu
+    return [
+        *_outside(limits, cgroups),
+        bwrap,
+        *_namespaces(privileged),
+        *_filesystem(Path(work), gpu, limits, extra),
+        *_environment(env),
+        "--",
+        *_drop_to_sandbox_user(privileged),
+        *argv,
+    ]
+
+
+def inside(work: Path, path: Path) -> str:
+    """Where the sandbox sees `path`, a file in the scratch folder `work`."""
+    relative = Path(path).resolve().relative_to(Path(work).resolve())
+    if unsafe_requested():
+        return str(Path(work).resolve() / relative)
+    return str(PurePosixPath(WORK) / relative)
+
+
+def _outside(limits: Limits, cgroups: Sequence[Path]) -> list[str]:
+    """What runs before bwrap, on the host: enter the cgroups, then set the rlimits."""
+    rlimits = [_tool("prlimit"), f"--data={limits.memory_bytes}", "--core=0"]
+    rlimits.append(f"--fsize={limits.file_bytes}")
+    if not any((c / "pids.max").exists() for c in cgroups):
+        rlimits.append(f"--nproc={limits.processes}")
+    if limits.cpu_s is not None:
+        rlimits.append(f"--cpu={limits.cpu_s}")
+    if not cgroups:
+        return [*rlimits, "--"]
+    enter = 'for f; do [ "$f" = -- ] && break; echo $$ >"$f" || exit 125; shift; done; shift'
+    procs = [str(c / "cgroup.procs") for c in cgroups]
+    return ["/bin/sh", "-c", enter + '; exec "$@"', "sh", *procs, "--", *rlimits, "--"]
+
+
+def _namespaces(privileged: bool) -> list[str]:
+    """Namespaces, session and capabilities: see the module's docstring for the two modes."""
+    common = ["--hostname", "sandbox", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
+    if privileged:  # setpriv needs these three to become uid 65534 and drop the bounding set
+        keep = ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_SETPCAP"]
+        unshare = ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts"]
+        return [*unshare, "--unshare-cgroup-try", *common, *keep]
+    ids = ["--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID)]
+    return ["--unshare-all", "--unshare-user", "--disable-userns", *ids, *common]
+
+
+def _drop_to_sandbox_user(privileged: bool) -> list[str]:
+    """As root, start the command as the host's uid 65534, with no way back to privilege."""
+    if not privileged:
+        return []
+    ids = [f"--reuid={SANDBOX_UID}", f"--regid={SANDBOX_UID}", "--clear-groups"]
+    drop = ["--no-new-privs", "--inh-caps=-all", "--bounding-set=-all"]
+    return [_tool("setpriv"), *ids, *drop, "--"]
+
+
+class _Mounts:
+    """bwrap's mount arguments; each destination's missing parents are made mode 755
+    (bwrap makes them 700, which the sandbox's user could not enter)."""
+
+    def __init__(self) -> None:
+        self.args: list[str] = []
+        self.made = {"/"}
+
+    def _parents(self, dest: str) -> None:
+        for parent in reversed(PurePosixPath(dest).parents):
+            if str(parent) not in self.made:
+                self.made.add(str(parent))
+                self.args += ["--perms", "0755", "--dir", str(parent)]
+
+    def add(self, option: str, src: str | Path, dest: str | Path) -> None:
+        self._parents(str(dest))
+        self.args += [option, str(src), str(dest)]
+        self.made.add(str(dest))
+
+    def tmpfs(self, dest: str, size_bytes: int) -> None:
+        self._parents(dest)
+        self.args += ["--perms", "1777", "--size", str(size_bytes), "--tmpfs", dest]
+        self.made.add(dest)
+
+
+def _filesystem(
+    work: Path, gpu: bool, limits: Limits, extra: Sequence[tuple[Path, str]] = ()
+) -> list[str]:
+    """Every mount of the sandbox: system, Python, `learning/`, extras, scratch, devices."""
+    mounts = _Mounts()
+    for name in SYSTEM_DIRS:
+        if os.path.islink(name):
+            mounts.add("--symlink", os.readlink(name), name)
+        elif os.path.isdir(name):
+            mounts.add("--ro-bind", name, name)
+    for name in ETC_FILES:
+        mounts.add("--ro-bind-try", f"/etc/{name}", f"/etc/{name}")
+    mounts.args += ["--proc", "/proc", "--dev", "/dev"]
+    mounts.made.update({"/proc", "/dev"})
+    mounts.tmpfs("/tmp", limits.tmp_bytes)
+    mounts.tmpfs("/dev/shm", 64 * MiB)
+    mounts.args += ["--perms", "1777", "--dir", HOME]
+    for path in python_paths():
+        mounts.add("--ro-bind", path, path)
+    mounts.add("--ro-bind", LEARNING, f"{COURSE}/learning")
+    for source, dest in extra:
+        mounts.add("--ro-bind", Path(source).resolve(), dest)
+    mounts.add("--bind", work.resolve(), WORK)
+    if gpu:
+        for node in nvidia_nodes():
+            mounts.add("--dev-bind", node, node)
+    return [*mounts.args, "--chdir", WORK]
+
+
+def nvidia_nodes() -> list[str]:
+    """The NVIDIA device nodes of this machine (`/dev/nvidia*`, `/dev/nvidia-caps`)."""
+    return sorted(str(p) for p in Path("/dev").glob("nvidia*"))
+
+
+def python_paths() -> list[str]:
+    """Where this Python's files live: its prefixes, its site-packages and PYTHONPATH's
+    folders, less the system directories and anything that could show the course. The
+    sandbox binds them read-only at the same paths; other sys.path entries (a script's
+    folder, the working directory, a test runner's additions) are not bound."""
+    entries = [sys.base_prefix, sys.prefix, sys.base_exec_prefix, sys.exec_prefix]
+    entries += [*site.getsitepackages(), *os.environ.get("PYTHONPATH", "").split(os.pathsep)]
+    found = sorted({os.path.abspath(e) for e in entries if e and os.path.exists(e)})
+    kept: list[str] = []
+    for path in found:
+        if _under(path, [*SYSTEM_DIRS, *kept]) or _exposes_course(Path(path)):
+            continue
+        kept.append(path)
+    return kept
+
+
+def _under(path: str, roots: Sequence[str]) -> bool:
+    return any(path == root or path.startswith(root.rstrip("/") + "/") for root in roots)
+
+
+def _exposes_course(path: Path) -> bool:
+    """Whether binding `path` could show the course: the repository or anything in it but a
+    virtual environment, a parent of the repository, of the working directory or of the
+    temporary folder, or a folder that holds a gradebook or an nbgrader config (or whose
+    subfolder does)."""
+    for root in (REPO, Path.cwd().resolve(), Path(tempfile.gettempdir()).resolve()):
+        if path == root or path in root.parents:
+            return True
+    if path.is_relative_to(REPO):
+        return not any(path.is_relative_to(p) for p in (sys.prefix, sys.exec_prefix))
+    return path.is_dir() and any(next(path.glob(mark), None) for mark in COURSE_MARKS)
+
+
+def inside_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The sandbox's whole environment: a fixed set, a few of the grader's, and `extra`."""
+    bound = set(python_paths())
+    passed_path = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p in bound]
+    env = {
+        "PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin",
+        "HOME": HOME,
+        "LANG": "C.UTF-8",
+        "PYTHONPATH": os.pathsep.join([COURSE, *passed_path]),
+        "PYTHONNOUSERSITE": "1",
+        "MPLBACKEND": "Agg",
+        "TRITON_CACHE_DIR": "/tmp/triton",
+    }
+    env.update({name: os.environ[name] for name in PASSED_ENV if name in os.environ})
+    env.update(extra or {})
+    return env
+
+
+def _environment(extra: dict[str, str] | None) -> list[str]:
+    args = ["--clearenv"]
+    for name, value in inside_env(extra).items():
+        args += ["--setenv", name, value]
+    return args
+
+
+@contextmanager
+def sandbox_cgroups(limits: Limits = DEFAULT_LIMITS) -> Iterator[list[Path]]:
+    """Fresh pids and memory cgroups for one sandbox, under this process's own; on exit,
+    whatever is still in them is killed and they are removed."""
+    made = _make_cgroups(limits)
+    if not any((c / "pids.max").exists() for c in made):
+        _say_once(
+            "note: no pids cgroup could be made beside this process's own (that needs root "
+            "and cgroup v1's pids controller, or v2's enabled in the parent's subtree_control); "
+            f"the sandbox's processes are bounded by RLIMIT_NPROC={limits.processes} of uid "
+            f"{SANDBOX_UID if _privileged() else os.getuid()} instead, which counts every "
+            "process of that user."
+        )
+    try:
+        yield made
+    finally:
+        for cgroup in made:
+            _kill_and_remove(cgroup)
+
+
+def _make_cgroups(limits: Limits) -> list[Path]:
+    """One cgroup per controller (cgroup v1) or one with both (v2), each with its limit."""
+    wanted = {"pids": ("pids.max", limits.processes)}
+    wanted["memory"] = ("memory.limit_in_bytes", limits.memory_bytes)
+    made = []
+    for line in Path("/proc/self/cgroup").read_text().splitlines():
+        _, controllers, path = line.split(":", 2)
+        for controller in controllers.split(","):
+            if controller in wanted:
+                limit_file, value = wanted[controller]
+                cgroup = _make_cgroup(Path("/sys/fs/cgroup", controller), path, {limit_file: value})
+                made += [cgroup] if cgroup else []
+    if not made and Path("/sys/fs/cgroup/cgroup.controllers").exists():  # unified (v2)
+        path = Path("/proc/self/cgroup").read_text().split("::", 1)[-1].strip()
+        limits_v2 = {"pids.max": limits.processes, "memory.max": limits.memory_bytes}
+        cgroup = _make_cgroup(Path("/sys/fs/cgroup"), path, limits_v2)
+        made += [cgroup] if cgroup else []
+    return made
+
+
+def _make_cgroup(mount: Path, own: str, limit_files: dict[str, int]) -> Path | None:
+    """A new cgroup beside this process's own, with `limit_files` written; None if refused."""
+    cgroup = mount / own.lstrip("/") / f"i1-sandbox-{os.getpid()}-{next(_serial)}"
+    try:
+        cgroup.mkdir()
+    except OSError:
+        return None
+    written = 0
+    for name, value in limit_files.items():
+        try:
+            (cgroup / name).write_text(str(value))
+            written += 1
+        except OSError:  # no such controller here (v2, not enabled in the parent's subtree)
+            continue
+    if not written:
+        cgroup.rmdir()
+        return None
+    return cgroup
+
+
+def _kill_and_remove(cgroup: Path, tries: int = 500) -> None:
+    """Kill every process left in `cgroup` until it is empty, then remove it."""
+    for _ in range(tries):
+        pids = [int(p) for p in (cgroup / "cgroup.procs").read_text().split()]
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        if not pids:
+            try:
+                cgroup.rmdir()
+                return
+            except OSError:  # the last ones are still being reaped
+                pass
+        time.sleep(0.01)
+    _say_once(f"note: could not remove the cgroup {cgroup}; remove it by hand (rmdir).")
+
+
+@contextmanager
+def scratch(limits: Limits = DEFAULT_LIMITS, prefix: str = "i1-sandbox-") -> Iterator[Path]:
+    """A fresh scratch folder for one sandbox's /work, removed afterwards. As root it is a
+    tmpfs of `limits.work_bytes` owned by the sandbox's user, so a student filling it fills
+    neither the disk nor more memory than that; otherwise a plain folder (RLIMIT_FSIZE only)."""
+    folder = Path(tempfile.mkdtemp(prefix=prefix))
+    mounted = _privileged() and _mount_tmpfs(folder, limits.work_bytes)
+    try:
+        folder.chmod(0o755)
+        if _privileged():  # the sandbox runs as the host's uid 65534
+            os.chown(folder, SANDBOX_UID, SANDBOX_UID)
+        yield folder
+    finally:
+        if mounted:
+            _libc().umount2(str(folder).encode(), 2)  # MNT_DETACH
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def read_regular(path: Path, limit_bytes: int) -> bytes:
+    """At most `limit_bytes` of a file a sandbox wrote, refusing a symlink (to a host file)
+    or a FIFO or device put in its place: OSError for those."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{path} is not a regular file")
+        return os.read(fd, limit_bytes)
+    finally:
+        os.close(fd)
+
+
+@lru_cache(maxsize=1)
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def _mount_tmpfs(folder: Path, size_bytes: int) -> bool:
+    """Mount a tmpfs of `size_bytes` on `folder` (no devices, no setuid); False if refused."""
+    flags = 0x2 | 0x4  # MS_NOSUID | MS_NODEV
+    options = f"size={size_bytes},mode=0755".encode()
+    return _libc().mount(b"tmpfs", str(folder).encode(), b"tmpfs", flags, options) == 0
+
+
+@dataclass
+class SandboxRun:
+    """What one sandboxed command did, its output and report cut at their limits."""
+
+    returncode: int | None
+    timed_out: bool
+    seconds: float
+    output: bytes
+    report: bytes | None = None
+    report_overflow: bool = False
+
+
+def run_sandboxed(
+    argv: Sequence[str],
+    *,
+    work: Path,
+    timeout_s: float | None,
+    report_limit_bytes: int | None = None,
+    output_limit_bytes: int = MiB,
+    limits: Limits = DEFAULT_LIMITS,
+    **kw,
+) -> SandboxRun:
+    """Run `argv` sandboxed in `work` until it ends or `timeout_s` passes; nothing it started
+    outlives this call. An argv element equal to REPORT_FD becomes the number of a pipe
+    whose bytes come back as `report`. `kw` goes to `sandboxed` (gpu, env)."""
+    started = time.monotonic()
+    deadline = None if timeout_s is None else started + timeout_s
+    read_fd, write_fd = os.pipe() if report_limit_bytes is not None else (None, None)
+    argv = [str(write_fd) if a == REPORT_FD else a for a in argv]
+    with sandbox_cgroups(limits) as cgroups:
+        command = sandboxed(argv, work=work, limits=limits, cgroups=cgroups, **kw)
+        proc = subprocess.Popen(
+            command,
+            cwd=work,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            pass_fds=() if write_fd is None else (write_fd,),
+            start_new_session=True,
+            env=dict(os.environ, **(kw.get("env") or {})) if unsafe_requested() else None,
+        )
+        if write_fd is not None:
+            os.close(write_fd)
+        streams = _Streams(proc, read_fd, output_limit_bytes, report_limit_bytes or 0)
+        timed_out = not streams.drain(deadline)
+        if not timed_out and not streams.report_overflow:
+            timed_out = not _waited(proc, deadline)
+        if timed_out or streams.report_overflow:
+            _kill(proc)
+        returncode = proc.wait()
+    return SandboxRun(
+        returncode,
+        timed_out,
+        time.monotonic() - started,
+        bytes(streams.output),
+        None if read_fd is None else bytes(streams.report),
+        streams.report_overflow,
+    )
+
+
+def _waited(proc: subprocess.Popen, deadline: float | None) -> bool:
+    """Wait for `proc` to end by the deadline; False if it did not."""
+    try:
+        proc.wait(None if deadline is None else max(0.0, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        return False
+    return True
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    """Kill bwrap and its process group: the sandbox's PID namespace dies with it."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+class _Streams:
+    """The sandbox's output and report pipes, read together, each kept up to its limit."""
+
+    GRACE_S = 1.0
+    """How long the pipes may stay open after the command ended (unsafe mode: a daemon)."""
+
+    def __init__(self, proc: subprocess.Popen, report_fd: int | None, out_max: int, rep_max: int):
+        self.proc, self.out_max, self.rep_max = proc, out_max, rep_max
+        self.output, self.report = bytearray(), bytearray()
+        self.report_overflow = False
+        self.open = {proc.stdout.fileno(): self.output}
+        if report_fd is not None:
+            self.open[report_fd] = self.report
+        self._fds = list(self.open)
+
+    def drain(self, deadline: float | None) -> bool:
+        """Read until both pipes close (True), or the deadline passes (False)."""
+        ended_at = None
+        try:
+            while self.open and not self.report_overflow:
+                now = time.monotonic()
+                if deadline is not None and now >= deadline:
+                    return False
+                if ended_at is None and self.proc.poll() is not None:
+                    ended_at = now
+                if ended_at is not None and now - ended_at > self.GRACE_S:
+                    return True
+                wait = 0.1 if deadline is None else min(0.1, deadline - now)
+                for fd in select.select(list(self.open), [], [], wait)[0]:
+                    self._read(fd)
+            return True
+        finally:
+            self.proc.stdout.close()
+            for fd in self._fds[1:]:
+                os.close(fd)
+
+    def _read(self, fd: int) -> None:
+        chunk = os.read(fd, 1 << 16)
+        if not chunk:
+            del self.open[fd]
+            return
+        kept = self.open[fd]
+        limit = self.out_max if kept is self.output else self.rep_max
+        if kept is self.report and len(kept) + len(chunk) > limit:
+            self.report_overflow = True
+        kept += chunk[: max(0, limit - len(kept))]
+
+
+HIDDEN_BEGIN = ClearHiddenTests.begin_test_delimeter.default_value
+HIDDEN_END = ClearHiddenTests.end_test_delimeter.default_value
+RUNNER_MODULE = "learning.workshops.notebook_runner"
+RESULT_LIMIT_BYTES = 64 * MiB
+"""The largest executed notebook read back from the sandbox; a larger one is refused."""
+
+
+def strip_hidden_tests(source: str) -> str:
+    """`source` without its hidden-test regions (markers included, as nbgrader's
+    ClearHiddenTests finds them); an unterminated region runs to the end of the cell."""
+    kept, hidden = [], False
+    for line in source.split("\n"):
+        if HIDDEN_BEGIN in line:
+            hidden = True
+        elif HIDDEN_END in line and hidden:
+            hidden = False
+        elif not hidden:
+            kept.append(line)
+    return "\n".join(kept)
+
+
+def stripped(nb: NotebookNode) -> NotebookNode:
+    """A copy of `nb` with every cell's hidden-test regions removed."""
+    copy = nbformat.from_dict(nb)
+    for cell in copy.cells:
+        cell.source = strip_hidden_tests(cell.source)
+    return copy
+
+
+def copy_submission(folder: Path, work: Path, limit_bytes: int) -> list[str]:
+    """Copy the regular files under `folder` into `work` (symlinks are not followed, other
+    notebooks lose their hidden tests), up to `limit_bytes` in all; return what was skipped."""
+    skipped, total = [], 0
+    for root, dirs, files in os.walk(folder):
+        dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(root, d))]
+        for name in files:
+            source = Path(root, name)
+            relative = source.relative_to(folder)
+            size = source.lstat().st_size
+            if source.is_symlink() or not source.is_file() or total + size > limit_bytes:
+                skipped.append(str(relative))
+                continue
+            total += size
+            target = work / relative
+            target.parent.mkdir(parents=True, exist_ok=True, mode=0o755)
+            _copy_one(source, target)
+    return skipped
+
+
+def _copy_one(source: Path, target: Path) -> None:
+    """Copy one submitted file, a notebook without its hidden tests, readable by the sandbox."""
+    if source.suffix == ".ipynb":
+        try:
+            nbformat.write(stripped(nbformat.read(source, as_version=4)), target)
+        except Exception:  # not a notebook nbgrader wrote: the student's own bytes, as they are
+            shutil.copyfile(source, target, follow_symlinks=False)
+    else:
+        shutil.copyfile(source, target, follow_symlinks=False)
+    target.chmod(0o644)
+
+
+@dataclass
+class SandboxRecord:
+    """What grading one notebook in the sandbox did (kept in `resources["i1_sandbox"]`)."""
+
+    seconds: float
+    returncode: int | None
+    timed_out: bool
+    result: str  # "ok", or why the executed notebook was not used
+    skipped_files: list[str]
+
+
+class SandboxedExecute(Execute):
+    """nbgrader's Execute, run in a sandbox that sees only a scratch copy of the submission
+    folder, with the hidden tests cut out (they run on the trusted side); the outputs come
+    back onto the graded notebook, whose sources stay as they were."""
+
+    def preprocess(self, nb: NotebookNode, resources: dict) -> tuple[NotebookNode, dict]:
+        folder = Path(resources["metadata"]["path"])
+        name = f"{resources.get('unique_key') or 'notebook'}.ipynb"
+        with scratch() as work:
+            skipped = copy_submission(folder, work, DEFAULT_LIMITS.work_bytes)
+            nbformat.write(stripped(nb), work / name)
+            (work / name).chmod(0o644)
+            run = run_sandboxed(
+                self._runner(inside(work, work / name)),
+                work=work,
+                timeout_s=self._wall_s(nb),
+                report_limit_bytes=RESULT_LIMIT_BYTES,
+                env={"NBGRADER_EXECUTION": os.environ.get("NBGRADER_EXECUTION", "autograde")},
+            )
+        executed, why = read_result(run, len(nb.cells))
+        if executed is None:
+            fail_every_cell(nb, TIMEOUT_ERROR if run.timed_out else DEAD_KERNEL)
+        else:
+            copy_outputs(executed, nb)
+        record = SandboxRecord(run.seconds, run.returncode, run.timed_out, why, skipped)
+        resources["i1_sandbox"] = asdict(record)
+        if executed is None:
+            self.log.error("Sandboxed execution of %s failed: %s", name, why)
+        return nb, resources
+
+    def _runner(self, notebook: str) -> list[str]:
+        """The runner's command: the notebook as the sandbox sees it, and the timeouts."""
+        timeouts = [f"--timeout={self.timeout or 0}", f"--startup-timeout={self.startup_timeout}"]
+        return [sys.executable, "-m", RUNNER_MODULE, notebook, "--report-fd", REPORT_FD, *timeouts]
+
+    def _wall_s(self, nb: NotebookNode) -> float | None:
+        """The whole run's time limit: start-up and every code cell's timeout, with slack."""
+        if not self.timeout or self.timeout <= 0:
+            return None
+        cells = sum(cell.cell_type == "code" for cell in nb.cells)
+        return self.startup_timeout + cells * (self.timeout + 10) + 60
+
+
+def read_result(run: SandboxRun, cells: int) -> tuple[NotebookNode | None, str]:
+    """The executed notebook the sandbox reported, with "ok"; or None and why it is unusable."""
+    if run.timed_out:
+        return None, "timed out"
+    if run.report_overflow:
+        return None, f"the executed notebook is over {RESULT_LIMIT_BYTES} bytes"
+    if not run.report:
+        return None, f"no executed notebook (exit status {run.returncode})"
+    try:
+        executed = nbformat.reads(run.report.decode(), as_version=4)
+        nbformat.validate(executed)
+    except Exception as exc:
+        return None, f"the executed notebook is unreadable: {type(exc).__name__}"
+    if len(executed.cells) != cells:
+        return None, f"the executed notebook has {len(executed.cells)} cells, not {cells}"
+    return executed, "ok"
+
+
+def copy_outputs(executed: NotebookNode, nb: NotebookNode) -> None:
+    """Put each executed code cell's outputs and count onto the same cell of `nb`."""
+    for ran, cell in zip(executed.cells, nb.cells, strict=True):
+        if cell.cell_type == "code":
+            cell.outputs = ran.get("outputs", []) if ran.cell_type == "code" else []
+            cell.execution_count = ran.get("execution_count")
+    if "language_info" in executed.metadata:
+        nb.metadata["language_info"] = executed.metadata["language_info"]
+
+
+def fail_every_cell(nb: NotebookNode, error: dict) -> None:
+    """Give every code cell an error output (the kernel died or timed out): no test passes."""
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            cell.outputs = [nbformat.v4.new_output("error", **error)]

@@ -1,0 +1,188 @@
+"""Hidden and timing cells, graded on the trusted side of `nbgrader autograde`.
+
+The grading kernel runs the student's notebook in a sandbox with every hidden region cut
+out (`grader.sandbox.SandboxedExecute`). This preprocessor, next in the pipeline, runs each
+hidden region's check itself, outside the sandbox: it draws the hidden cases from the
+course secret, the student and the submission time, runs the student's definitions in
+sandboxed children, times on the GPU, and writes the cell's outputs and the sidecars beside
+the graded notebook, where the student's code cannot write. Whatever the kernel printed or
+raised in a hidden cell cannot change its score; `SaveAutoGrades` scores what is written here.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import functools
+import io
+import re
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import nbformat
+from nbformat import NotebookNode
+from nbgrader.preprocessors import NbGraderPreprocessor
+
+from grader.hidden import Draw, run_function_check, run_hidden, secret_seed
+from learning.workshops.faults import CheckerFault
+from learning.workshops.testing import record_outcome, record_status, verdict
+from learning.workshops.timing import NoCudaError
+
+HIDDEN_REGION = re.compile(r"### BEGIN HIDDEN TESTS\n(.*?)### END HIDDEN TESTS", re.S)
+NOTEBOOK = "strided_softmax.ipynb"
+CHECKS = ("expect_address_table", "expect_hidden", "expect_worksheet", "timing_points")
+"""The checks a hidden region may call; each runs here, not in the grading kernel."""
+
+
+def hidden_region(source: str) -> str | None:
+    """The code between a cell's BEGIN and END HIDDEN TESTS markers, or None."""
+    found = HIDDEN_REGION.search(source)
+    return found.group(1) if found else None
+
+
+def hidden_checks(region: str) -> list[tuple[str, list, dict]]:
+    """The checks a hidden region calls: (name, positional args, keyword args), each
+    argument a literal or, for a bare name, that name as a string."""
+
+    def value(node: ast.expr):
+        return node.id if isinstance(node, ast.Name) else ast.literal_eval(node)
+
+    calls = []
+    for node in ast.walk(ast.parse(region)):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) in CHECKS:
+            args = [value(a) for a in node.args]
+            kwargs = {k.arg: value(k.value) for k in node.keywords}
+            calls.append((node.func.id, args, kwargs))
+    return calls
+
+
+def submission_draw(resources: dict) -> Draw:
+    """The draw of the grading nbgrader is running (its student and gradebook)."""
+    info = resources.get("nbgrader", {})
+    return draw_for(info.get("db_url"), info.get("assignment"), info.get("student", ""))
+
+
+def draw_for(db_url: str | None, assignment: str | None, student: str) -> Draw:
+    """The draw of a student's submission: the secret, the student, the submission time."""
+    stamp = ""
+    with contextlib.suppress(Exception):  # no gradebook entry: the student alone
+        from grader.course import open_gradebook
+
+        with open_gradebook(db_url) as gradebook:
+            submission = gradebook.find_submission(assignment, student)
+            stamp = submission.timestamp.isoformat() if submission.timestamp else ""
+    return Draw(secret_seed(), student, stamp)
+
+
+TIMING_KIT = ("__init__.py", "reference.py", "gpu_timing.py")
+"""The grader modules the timing child runs (the reference kernel it times against, and the
+timing itself): the only part of `grader/` a sandbox ever sees, at /course/grader."""
+
+
+@contextlib.contextmanager
+def sandboxed_copy(nb: NotebookNode, draw: Draw) -> Iterator[Runner]:
+    """A Runner over a scratch copy of `nb` that sandboxed children see as their own
+    folder (/work, a size-limited tmpfs when run as root); gone afterwards, with every
+    process the children started."""
+    from grader.sandbox import inside, sandbox_cgroups, sandboxed, scratch
+
+    with scratch() as work, sandbox_cgroups() as cgroups, tempfile.TemporaryDirectory() as kit:
+        nbformat.write(nb, work / NOTEBOOK)
+        Path(kit).chmod(0o755)  # the sandbox's user reads it
+        for name in TIMING_KIT:
+            (Path(kit) / name).write_bytes((Path(__file__).parent / name).read_bytes())
+        extra = [(Path(kit), "/course/grader")]
+        wrap = functools.partial(sandboxed, work=work, cgroups=cgroups, extra=extra)
+        yield Runner(work, draw, wrap, Path(inside(work, work / NOTEBOOK)))
+
+
+def _stream(text: str) -> NotebookNode:
+    return nbformat.v4.new_output("stream", name="stdout", text=text.rstrip() + "\n")
+
+
+def _error(exc: BaseException) -> NotebookNode:
+    message = str(exc)
+    name = type(exc).__name__
+    return nbformat.v4.new_output(
+        "error", ename=name, evalue=message, traceback=[f"{name}: {line}" for line in [message]]
+    )
+
+
+def kernel_notes(outputs: list) -> list[NotebookNode]:
+    """What the kernel showed in a hidden cell, kept for the student to read but unable to
+    score: printed text and pictures stay, an error becomes a line of text, anything on
+    stderr and any result value go."""
+    kept = []
+    for output in outputs:
+        kind = output.get("output_type")
+        if kind == "stream" and output.get("name") == "stdout" or kind == "display_data":
+            kept.append(output)
+        elif kind == "error":
+            what = f"{output.get('ename')}: {output.get('evalue')}".splitlines()[0][:300]
+            kept.append(_stream(f"The quick check before the hidden tests failed: {what}"))
+    return kept
+
+
+class Runner:
+    """Runs hidden checks on one submission: its notebook in a scratch folder that the
+    sandboxed children see as their own."""
+
+    def __init__(self, work: Path, draw: Draw, wrap: Callable, impl: Path) -> None:
+        self.work, self.draw, self.wrap, self.impl = work, draw, wrap, impl
+
+    def run(self, name: str, args: list, kwargs: dict) -> list[NotebookNode]:
+        """One check's outputs: a line when it passed, an error when it failed."""
+        try:
+            return getattr(self, name)(*args, **kwargs)
+        except (AssertionError, CheckerFault, NoCudaError) as exc:
+            return [_error(exc)]
+
+    def expect_hidden(self, op: str, *_, **__) -> list[NotebookNode]:
+        run = run_hidden(op, self.impl, self.draw, self.wrap)
+        if run.load_error:
+            raise AssertionError(f"{op}: the notebook's definitions do not load: {run.load_error}")
+        record_outcome(f"hidden:{op}", run.results)
+        error = verdict(run.results, f"{op}, hidden cases")
+        if error is not None:
+            raise error
+        return [_stream(f"{op}: {len(run.results)} hidden cases pass.")]
+
+    def _function(self, function: str) -> list[NotebookNode]:
+        passed, said = run_function_check(function, self.impl, self.draw, self.wrap)
+        record_status(f"hidden:{function}", "passed" if passed else "failed")
+        if not passed:
+            raise AssertionError(said)
+        return [_stream(said)]
+
+    def expect_address_table(self, *_, **__) -> list[NotebookNode]:
+        return self._function("address_table")
+
+    def expect_worksheet(self, *_, **__) -> list[NotebookNode]:
+        return self._function("worksheet")
+
+    def timing_points(self, max_points: float = 2, **__) -> list[NotebookNode]:
+        from grader.gpu_timing import SIDECAR, Sandbox, timing_points
+
+        record = self.work / ".timing.json"
+        seen = str(self.impl.with_name(record.name))
+        sandbox = Sandbox(self.wrap, str(self.impl), seen, record, self.draw.key)
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            points = timing_points(max_points, sidecar=Path(SIDECAR).resolve(), sandbox=sandbox)
+        result = nbformat.v4.new_output("execute_result", data={"text/plain": repr(points)})
+        return [_stream(printed.getvalue())] * bool(printed.getvalue()) + [result]
+
+
+class GradeHiddenCells(NbGraderPreprocessor):
+    """Grade every hidden region of the notebook here, on the trusted side (see the module)."""
+
+    def preprocess(self, nb: NotebookNode, resources: dict):
+        folder = Path(resources["metadata"]["path"]).resolve()
+        with sandboxed_copy(nb, submission_draw(resources)) as runner, contextlib.chdir(folder):
+            for cell in nb.cells:  # the sidecars go beside the graded notebook
+                region = hidden_region(cell.source) if cell.cell_type == "code" else None
+                if region is not None:
+                    graded = [out for check in hidden_checks(region) for out in runner.run(*check)]
+                    cell.outputs = kernel_notes(cell.outputs) + graded
+        return nb, resources

@@ -1,0 +1,81 @@
+"""Checker faults: an exception in the checker's own code is the checker's, never the student's.
+
+A case whose checks raised fails with the kind `internal-error`: it builds no hint, the check
+command exits 3, and a notebook test cell raises `CheckerFault`, whose message says so.
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+
+from learning.workshops.cases import Case, CaseResult
+
+INTERNAL_ERROR = "internal-error"
+"""The failure kind of a case whose checks raised (listed in `cases.FAILURES`)."""
+INTERNAL_EXIT = 3
+"""The exit status of a command whose checker failed: the check, a hidden or timing child."""
+REPORT_IT = "Please report it with this output; your other results stand."
+ROOT = Path(__file__).resolve().parents[2]
+OWN_CODE = ("learning", "grader")
+
+
+class CheckerFault(Exception):
+    """The checker's own code failed, not the student's; the message says so and names it."""
+
+
+class StudentRaised(AssertionError):
+    """The student's function raised: a failed check, with the exception as its cause."""
+
+
+def call_student(name: str, fn: Callable, *args, **kwargs):
+    """`fn(*args, **kwargs)`, the student's `name`; what it raises becomes StudentRaised."""
+    try:
+        return fn(*args, **kwargs)
+    except Exception as exc:
+        raise StudentRaised(f"{name} raised {describe(exc)}") from exc
+
+
+def fault_site(exc: BaseException) -> str:
+    """`path:line` of the innermost frame in learning/ or grader/ (else the innermost)."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    own = [f for f in frames if _own(f.filename)]
+    frame = (own or frames or [None])[-1]
+    if frame is None:
+        return "an unknown place"
+    path = Path(frame.filename).resolve()
+    shown = path.relative_to(ROOT) if _own(frame.filename) else path
+    return f"{shown}:{frame.lineno}"
+
+
+def describe(exc: BaseException) -> str:
+    """'ExcType: first line of its message', or 'ExcType' when it has none."""
+    lines = str(exc).strip().splitlines()
+    return type(exc).__name__ + (f": {lines[0][:300]}" if lines else "")
+
+
+def fault_text(exc: BaseException) -> str:
+    """'ExcType: first line of its message at path:line', one line."""
+    return f"{describe(exc)} at {fault_site(exc)}"
+
+
+def internal_result(case: Case, text: str) -> CaseResult:
+    """The failed result of a case whose checks raised; `text` says what and where."""
+    return CaseResult(
+        case.name, False, f"{case.name}: {text}", INTERNAL_ERROR, sorted(case.features)
+    )
+
+
+def internal_message(details: list[str]) -> str:
+    """What a student reads about checker faults: one line each, then what to do."""
+    lines = [f"Internal error in the checker (not your code): {d}." for d in details]
+    return "\n".join([*lines, REPORT_IT])
+
+
+def _own(filename: str) -> bool:
+    try:
+        parts = Path(filename).resolve().relative_to(ROOT).parts
+    except ValueError:
+        return False
+    return bool(parts) and parts[0] in OWN_CODE

@@ -1,0 +1,81 @@
+"""The trusted side: hidden regions read, kernel output disarmed, cases drawn per submission."""
+
+from __future__ import annotations
+
+import shutil
+
+import nbformat
+import pytest
+
+from grader import trusted
+from grader.hidden import Draw, hidden_cases, hidden_views, run_function_check
+from grader.zoo import REFERENCE
+
+REGION = """# smoke test first
+### BEGIN HIDDEN TESTS
+from grader.hidden import expect_hidden
+
+expect_hidden("strided_softmax")
+timing_points(max_points=2)
+### END HIDDEN TESTS
+"""
+
+
+def test_hidden_checks_are_read_from_the_region():
+    """Does the trusted side find which checks a hidden region calls, with their arguments?"""
+    region = trusted.hidden_region(REGION)
+    assert trusted.hidden_checks(region) == [
+        ("expect_hidden", ["strided_softmax"], {}),
+        ("timing_points", [], {"max_points": 2}),
+    ]
+    assert trusted.hidden_region("print('no hidden tests')") is None
+
+
+def test_kernel_output_in_a_hidden_cell_cannot_score():
+    """Are an error, stderr and a result value the kernel left in a hidden cell disarmed,
+    while what it printed stays for the student to read?"""
+    new = nbformat.v4.new_output
+    outputs = [
+        new("stream", name="stdout", text="strided_softmax: 1 public case passes.\n"),
+        new("stream", name="stderr", text="a warning\n"),
+        new("execute_result", data={"text/plain": "2.0"}),
+        new("error", ename="AssertionError", evalue="smoke failed", traceback=[]),
+    ]
+    kept = trusted.kernel_notes(outputs)
+    assert [o.output_type for o in kept] == ["stream", "stream"]
+    assert all(o.name == "stdout" for o in kept)
+    assert "quick check before the hidden tests failed: AssertionError" in kept[1].text
+
+
+def test_each_submission_gets_fresh_cases_of_the_same_kinds():
+    """Do two students, or one student's two submissions, meet the same kinds of view with
+    other shapes and values, while one grading's draw repeats exactly?"""
+    draws = [Draw(7, "ada", "2026-11-30T10:00"), Draw(7, "bob", "2026-11-30T10:00")]
+    draws.append(Draw(7, "ada", "2026-11-30T11:00"))
+    suites = [hidden_cases("strided_softmax", d) for d in draws]
+    kinds = [[(c.layout, c.bad_input, c.fill == "large") for c in s] for s in suites]
+    assert kinds[0] == kinds[1] == kinds[2]
+    shapes = [[(c.rows, c.cols, c.dtype) for c in s] for s in suites]
+    assert shapes[0] != shapes[1] and shapes[0] != shapes[2]
+    assert len({d.seed for d in draws}) == 3
+    assert hidden_cases("strided_softmax", draws[0]) == suites[0]
+    views = [hidden_views(d) for d in draws[:2]]
+    assert [tuple(v.shape) for v in views[0]] != [tuple(v.shape) for v in views[1]]
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap (bwrap)")
+def test_function_checks_run_the_student_sandboxed(tmp_path):
+    """Is a plain function's hidden check answered from a sandboxed child, right or wrong?"""
+    from grader.sandbox import inside, sandbox_cgroups, sandboxed, scratch
+
+    with scratch() as work, sandbox_cgroups() as cgroups:
+        impl = work / "impl.py"
+        impl.write_text(REFERENCE.read_text().replace("start + row * row_stride", "row"))
+        seen = inside(work, impl)
+
+        def wrap(argv):
+            return sandboxed(argv, work=work, cgroups=cgroups)
+
+        assert run_function_check("worksheet", seen, Draw(7, "ada"), wrap)[0]
+        passed, said = run_function_check("address_table", seen, Draw(7, "ada"), wrap)
+    assert not passed and said.startswith("address_table is wrong for a")
