@@ -49,12 +49,13 @@ from functools import lru_cache
 from pathlib import Path, PurePosixPath
 
 import nbformat
+from nbclient.exceptions import DeadKernelError
 from nbformat import NotebookNode
 from nbgrader.preprocessors import Execute
 from nbgrader.preprocessors.clearhiddentests import ClearHiddenTests
 
 import learning
-from learning.workshops.notebook_runner import DEAD_KERNEL, TIMEOUT_ERROR
+from learning.workshops.notebook_runner import DEAD_KERNEL
 
 UNSAFE_ENV = "I1_UNSAFE_NO_SANDBOX"
 UNSAFE_FLAG = "--unsafe-no-sandbox"
@@ -692,6 +693,13 @@ class SandboxRecord:
     skipped_files: list[str]
 
 
+RETURNED_FILES = ("i1_hints.json",)
+"""Files the sandboxed run may leave for the trusted side, in `resources["i1_sandbox_files"]`
+as bytes (at most RETURNED_LIMIT_BYTES each): the visible cells' hints. Untrusted: the
+trusted side reads them for hints only, never for scores."""
+RETURNED_LIMIT_BYTES = MiB
+
+
 class SandboxedExecute(Execute):
     """nbgrader's Execute, run in a sandbox that sees only a scratch copy of the submission
     folder, with the hidden tests cut out (they run on the trusted side); the outputs come
@@ -711,15 +719,18 @@ class SandboxedExecute(Execute):
                 report_limit_bytes=RESULT_LIMIT_BYTES,
                 env={"NBGRADER_EXECUTION": os.environ.get("NBGRADER_EXECUTION", "autograde")},
             )
+            resources["i1_sandbox_files"] = {
+                name: _returned(work / name) for name in RETURNED_FILES
+            }
         executed, why = read_result(run, len(nb.cells))
-        if executed is None:
-            fail_every_cell(nb, TIMEOUT_ERROR if run.timed_out else DEAD_KERNEL)
-        else:
-            copy_outputs(executed, nb)
+        if executed is not None and kernel_died(executed):
+            executed, why = None, "the student's code killed the kernel"
         record = SandboxRecord(run.seconds, run.returncode, run.timed_out, why, skipped)
         resources["i1_sandbox"] = asdict(record)
-        if executed is None:
+        if executed is None:  # as nbgrader's Execute: the student is not graded, and says why
             self.log.error("Sandboxed execution of %s failed: %s", name, why)
+            raise DeadKernelError(f"Kernel died or timed out in the sandbox: {why}")
+        copy_outputs(executed, nb)
         return nb, resources
 
     def _runner(self, notebook: str) -> list[str]:
@@ -733,6 +744,15 @@ class SandboxedExecute(Execute):
             return None
         cells = sum(cell.cell_type == "code" for cell in nb.cells)
         return self.startup_timeout + cells * (self.timeout + 10) + 60
+
+
+def _returned(path: Path) -> bytes | None:
+    """A file the sandboxed run left in its scratch folder, or None (absent, not a regular
+    file, unreadable)."""
+    try:
+        return read_regular(path, RETURNED_LIMIT_BYTES)
+    except OSError:
+        return None
 
 
 def read_result(run: SandboxRun, cells: int) -> tuple[NotebookNode | None, str]:
@@ -763,8 +783,10 @@ def copy_outputs(executed: NotebookNode, nb: NotebookNode) -> None:
         nb.metadata["language_info"] = executed.metadata["language_info"]
 
 
-def fail_every_cell(nb: NotebookNode, error: dict) -> None:
-    """Give every code cell an error output (the kernel died or timed out): no test passes."""
-    for cell in nb.cells:
-        if cell.cell_type == "code":
-            cell.outputs = [nbformat.v4.new_output("error", **error)]
+def kernel_died(executed: NotebookNode) -> bool:
+    """Whether the executed notebook records the kernel's death in some cell."""
+    return any(
+        output.get("ename") == DEAD_KERNEL["ename"]
+        for cell in executed.cells
+        for output in cell.get("outputs", [])
+    )

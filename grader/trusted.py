@@ -15,6 +15,7 @@ import ast
 import contextlib
 import functools
 import io
+import json
 import re
 import tempfile
 from collections.abc import Callable, Iterator
@@ -24,9 +25,10 @@ import nbformat
 from nbformat import NotebookNode
 from nbgrader.preprocessors import NbGraderPreprocessor
 
+from grader.gpu_timing import SIDECAR as TIMING_SIDECAR
 from grader.hidden import Draw, run_function_check, run_hidden, secret_seed
 from learning.workshops.faults import CheckerFault
-from learning.workshops.testing import record_outcome, record_status, verdict
+from learning.workshops.testing import HINTS_SIDECAR, record_outcome, record_status, verdict
 from learning.workshops.timing import NoCudaError
 
 HIDDEN_REGION = re.compile(r"### BEGIN HIDDEN TESTS\n(.*?)### END HIDDEN TESTS", re.S)
@@ -162,16 +164,49 @@ class Runner:
         return self._function("worksheet")
 
     def timing_points(self, max_points: float = 2, **__) -> list[NotebookNode]:
-        from grader.gpu_timing import SIDECAR, Sandbox, timing_points
+        from grader.gpu_timing import Sandbox, timing_points
 
         record = self.work / ".timing.json"
         seen = str(self.impl.with_name(record.name))
         sandbox = Sandbox(self.wrap, str(self.impl), seen, record, self.draw.key)
         printed = io.StringIO()
         with contextlib.redirect_stdout(printed):
-            points = timing_points(max_points, sidecar=Path(SIDECAR).resolve(), sandbox=sandbox)
+            points = timing_points(
+                max_points, sidecar=Path(TIMING_SIDECAR).resolve(), sandbox=sandbox
+            )
         result = nbformat.v4.new_output("execute_result", data={"text/plain": repr(points)})
         return [_stream(printed.getvalue())] * bool(printed.getvalue()) + [result]
+
+
+def restart_sidecars(folder: Path, sandboxed_hints: bytes | None) -> None:
+    """The sidecars beside the graded notebook start afresh for this grading (a submitted or
+    earlier file is gone): the timing record is written here alone, and the hints file
+    holds the visible cells' outcomes as the sandboxed run recorded them (hints only: those
+    cells score from their own outputs), then the hidden cells' from this side."""
+    (folder / TIMING_SIDECAR).unlink(missing_ok=True)
+    record = {"schema": "i1-hints/1", "tests": public_outcomes(sandboxed_hints)}
+    (folder / HINTS_SIDECAR).write_text(json.dumps(record, indent=2) + "\n")
+
+
+def public_outcomes(raw: bytes | None) -> dict:
+    """The visible cells' entries of a hints file the sandbox wrote, each well formed, and
+    nothing else (it cannot speak for a hidden cell)."""
+    try:
+        tests = json.loads(raw or b"{}").get("tests", {})
+    except (ValueError, AttributeError):
+        return {}
+    kept = {}
+    for test, entry in tests.items() if isinstance(tests, dict) else ():
+        if str(test).startswith("public:") and _well_formed(entry):
+            kept[test] = entry
+    return kept
+
+
+def _well_formed(entry: object) -> bool:
+    if not isinstance(entry, dict) or entry.get("status") not in ("passed", "failed"):
+        return False
+    lists = [entry.get("failed", []), entry.get("hints", [])]
+    return all(isinstance(v, list) and all(isinstance(x, str) for x in v) for v in lists)
 
 
 class GradeHiddenCells(NbGraderPreprocessor):
@@ -179,6 +214,7 @@ class GradeHiddenCells(NbGraderPreprocessor):
 
     def preprocess(self, nb: NotebookNode, resources: dict):
         folder = Path(resources["metadata"]["path"]).resolve()
+        restart_sidecars(folder, resources.get("i1_sandbox_files", {}).get(HINTS_SIDECAR))
         with sandboxed_copy(nb, submission_draw(resources)) as runner, contextlib.chdir(folder):
             for cell in nb.cells:  # the sidecars go beside the graded notebook
                 region = hidden_region(cell.source) if cell.cell_type == "code" else None

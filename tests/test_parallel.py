@@ -31,11 +31,11 @@ QUICK = tuple(f"quick-{i}" for i in range(5))
 PROBE = "probe"
 PROBE_CELL = """\
 import json, os
-with open("env_probe.json", "w") as f:
-    json.dump({k: os.environ.get(k) for k in ("CUDA_VISIBLE_DEVICES", "I1_GPU_LOCK")}, f)
+print("ENV " + json.dumps({k: os.environ.get(k) for k in ("CUDA_VISIBLE_DEVICES", "I1_GPU_LOCK")}))
 raise NotImplementedError()
 """
-"""A solution cell that records, from inside the kernel, the GPU and lock it was given."""
+"""A solution cell that prints, from inside the sandboxed kernel, the GPU it was given and
+whether it sees the worker's timing lock (it must not: the trusted side times)."""
 
 
 @pytest.fixture(scope="module")
@@ -319,7 +319,7 @@ def test_gradebook_writers_with_worker_url_lose_nothing(cohort, tmp_path):
 
 def test_four_workers_on_quick_submissions(cohort, tmp_path):
     """With four workers grading quick submissions at once, is every row there, none retried,
-    and does each kernel see the GPU and lock its worker was given?"""
+    and does each sandboxed kernel see the GPU its worker was given, and not its lock?"""
     root = copy_course(cohort, tmp_path / "course", ())
     for student in QUICK:
         course.submit_release(root, student)
@@ -333,11 +333,11 @@ def test_four_workers_on_quick_submissions(cohort, tmp_path):
     assert [r.attempts for r in run.runs] == [1] * len(run.runs)
     assert not any("database is locked" in r.log for r in run.runs)
     assert row_counts(root) == expected_counts(root, (*QUICK, PROBE))
-    probe_dir = root / "autograded" / PROBE / course.ASSIGNMENT
-    seen = json.loads((probe_dir / "env_probe.json").read_text())
+    graded = nbformat.read(root / "autograded" / PROBE / course.ASSIGNMENT / course.NOTEBOOK, 4)
+    printed = "".join(o.get("text", "") for c in graded.cells for o in c.get("outputs", []))
+    seen = json.loads(printed.split("ENV ", 1)[1].splitlines()[0])
     given = next(r for r in run.runs if r.student == PROBE)
-    assert seen["CUDA_VISIBLE_DEVICES"] == given.gpu
-    assert seen["I1_GPU_LOCK"] == str(root.resolve() / "autograded" / f".gpu-{given.gpu}.lock")
+    assert seen == {"CUDA_VISIBLE_DEVICES": given.gpu, "I1_GPU_LOCK": None}
 
 
 FAKE_WORKER = """\

@@ -79,3 +79,29 @@ def test_function_checks_run_the_student_sandboxed(tmp_path):
         assert run_function_check("worksheet", seen, Draw(7, "ada"), wrap)[0]
         passed, said = run_function_check("address_table", seen, Draw(7, "ada"), wrap)
     assert not passed and said.startswith("address_table is wrong for a")
+
+
+def test_the_sandbox_speaks_only_for_visible_cells(tmp_path):
+    """From the hints file the sandboxed run left, are only well-formed visible-cell entries
+    kept (a forged hidden entry, a malformed one, garbage: dropped), and any earlier timing
+    record removed?"""
+    import json
+
+    entry = {"passed": False, "status": "failed", "failed": ["transpose"], "hints": ["padding"]}
+    raw = json.dumps(
+        {
+            "tests": {
+                "public:softmax_kernel": entry,
+                "hidden:strided_softmax": {**entry, "status": "passed"},
+                "public:copy_rows": {"status": "passed", "hints": [3]},
+            }
+        }
+    ).encode()
+    assert trusted.public_outcomes(raw) == {"public:softmax_kernel": entry}
+    assert trusted.public_outcomes(b"not json") == trusted.public_outcomes(None) == {}
+    (tmp_path / "i1_timing.json").write_text('{"points": 2}')
+    trusted.restart_sidecars(tmp_path, raw)
+    assert not (tmp_path / "i1_timing.json").exists()
+    assert json.loads((tmp_path / "i1_hints.json").read_text())["tests"] == {
+        "public:softmax_kernel": entry
+    }
