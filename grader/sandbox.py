@@ -628,18 +628,27 @@ RESULT_LIMIT_BYTES = 64 * MiB
 """The largest executed notebook read back from the sandbox; a larger one is refused."""
 
 
-def strip_hidden_tests(source: str) -> str:
+def split_hidden_tests(source: str) -> tuple[str, str | None]:
     """`source` without its hidden-test regions (markers included, as nbgrader's
-    ClearHiddenTests finds them); an unterminated region runs to the end of the cell."""
-    kept, hidden = [], False
+    ClearHiddenTests finds them; an unterminated region runs to the end of the cell), and
+    the regions' own lines, or None when it has none. The sandbox runs the first; the
+    trusted side grades the second, so both read the markers the same way."""
+    kept, hidden, region = [], False, None
     for line in source.split("\n"):
         if HIDDEN_BEGIN in line:
-            hidden = True
+            hidden, region = True, region or []
         elif HIDDEN_END in line and hidden:
             hidden = False
-        elif not hidden:
+        elif hidden:
+            region.append(line)
+        else:
             kept.append(line)
-    return "\n".join(kept)
+    return "\n".join(kept), None if region is None else "\n".join(region)
+
+
+def strip_hidden_tests(source: str) -> str:
+    """`source` without its hidden-test regions (see `split_hidden_tests`)."""
+    return split_hidden_tests(source)[0]
 
 
 def stripped(nb: NotebookNode) -> NotebookNode:

@@ -16,7 +16,6 @@ import contextlib
 import functools
 import io
 import json
-import re
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -27,20 +26,20 @@ from nbgrader.preprocessors import NbGraderPreprocessor
 
 from grader.gpu_timing import SIDECAR as TIMING_SIDECAR
 from grader.hidden import Draw, run_function_check, run_hidden, secret_seed
+from grader.sandbox import split_hidden_tests
 from learning.workshops.faults import CheckerFault
 from learning.workshops.testing import HINTS_SIDECAR, record_outcome, record_status, verdict
 from learning.workshops.timing import NoCudaError
 
-HIDDEN_REGION = re.compile(r"### BEGIN HIDDEN TESTS\n(.*?)### END HIDDEN TESTS", re.S)
 NOTEBOOK = "strided_softmax.ipynb"
 CHECKS = ("expect_address_table", "expect_hidden", "expect_worksheet", "timing_points")
 """The checks a hidden region may call; each runs here, not in the grading kernel."""
 
 
 def hidden_region(source: str) -> str | None:
-    """The code between a cell's BEGIN and END HIDDEN TESTS markers, or None."""
-    found = HIDDEN_REGION.search(source)
-    return found.group(1) if found else None
+    """The code between a cell's BEGIN and END HIDDEN TESTS markers, or None: exactly what
+    the sandbox cut out of the cell (`grader.sandbox.split_hidden_tests`)."""
+    return split_hidden_tests(source)[1]
 
 
 def hidden_checks(region: str) -> list[tuple[str, list, dict]]:

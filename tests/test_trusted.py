@@ -105,3 +105,15 @@ def test_the_sandbox_speaks_only_for_visible_cells(tmp_path):
     assert json.loads((tmp_path / "i1_hints.json").read_text())["tests"] == {
         "public:softmax_kernel": entry
     }
+
+
+def test_what_the_sandbox_cuts_out_is_what_gets_graded():
+    """However the markers are written, is every line cut from the sandboxed cell a line the
+    trusted side grades (so no hidden check can go missing between the two)?"""
+    from grader.sandbox import strip_hidden_tests
+
+    source = 'x = 1\n# BEGIN HIDDEN TESTS\nexpect_hidden("copy_rows")\n# END HIDDEN TESTS\ny = 2'
+    assert strip_hidden_tests(source) == "x = 1\ny = 2"
+    assert trusted.hidden_checks(trusted.hidden_region(source)) == [
+        ("expect_hidden", ["copy_rows"], {})
+    ]
