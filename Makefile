@@ -2,7 +2,7 @@
 export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
 PYTHON ?= python3
 
-.PHONY: demo test release check student-bundle
+.PHONY: demo test release check student-bundle secret
 
 demo:  ## build the release, autograde the sample cohort in a scratch course, write the report
 	$(PYTHON) -m nbgrader generate_assignment i1_strided_softmax --force --log-level=WARN
@@ -21,3 +21,6 @@ check:  ## check the reference solution, as a student checks their work
 
 student-bundle:  ## the zip students get: release notebooks, learning/, environment, README
 	$(PYTHON) -m grader.bundle --out dist/i1-student.zip
+
+secret:  ## create the course secret (course_secret.txt, git-ignored) that draws the hidden tests
+	$(PYTHON) -m grader.secret new --course $(CURDIR)

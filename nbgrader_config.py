@@ -2,21 +2,29 @@
 
 from pathlib import Path
 
-from nbconvert.preprocessors import ClearMetadataPreprocessor
+from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor
 from nbgrader.preprocessors import (
     AssignLatePenalties,
     CheckCellMetadata,
+    ClearOutput,
+    DeduplicateIds,
+    GetGrades,
     IgnorePattern,
     LimitOutput,
+    OverwriteKernelspec,
     SaveAutoGrades,
 )
 
+from grader.feedback import StudentFeedback
+from grader.grading_log import convert_hooks
+from grader.restore import RestoreGradeCells
 from grader.sandbox import SandboxedExecute
 from grader.trusted import GradeHiddenCells
 
 c = get_config()  # noqa: F821 - provided by nbgrader
 
-c.CourseDirectory.root = str(Path(__file__).resolve().parent)
+ROOT = Path(__file__).resolve().parent
+c.CourseDirectory.root = str(ROOT)
 c.CourseDirectory.course_id = "i1-strided-softmax"
 
 # Triton's first compile and its CPU interpreter both outlast nbgrader's 30 s default.
@@ -24,6 +32,16 @@ c.Execute.timeout = 600
 c.Execute.startup_timeout = 120
 
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
+
+# Before grading, every cell of the course's notebook that the submission deleted, moved or
+# edited is put back from the gradebook's copy of the source (grader/restore.py).
+c.Autograde.sanitize_preprocessors = [
+    ClearOutput,
+    DeduplicateIds,
+    OverwriteKernelspec,
+    RestoreGradeCells,
+    CheckCellMetadata,
+]
 
 # Grading: the student's notebook runs in a bubblewrap sandbox with its hidden regions cut out
 # (it reaches nothing but a scratch copy of its own folder); the hidden and timing cells are
@@ -40,3 +58,23 @@ c.Autograde.autograde_preprocessors = [
     AssignLatePenalties,
     CheckCellMetadata,
 ]
+
+# Feedback (`nbgrader generate_feedback`) says what failed and why, and nothing more: hidden
+# regions are cut out of the sources (their outputs were written student-safe when graded),
+# and the graders' sidecars (i1_*.json) are never copied beside a student's notebook.
+c.GenerateFeedback.preprocessors = [GetGrades, StudentFeedback, CSSHTMLHeaderPreprocessor]
+c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", "i1_*.json"]
+
+# A grading log per student, grading_log/<assignment>/<student>.log and .json: what ran, the
+# cells put back, and why a submission could not be graded (grader/grading_log.py).
+c.Autograde.pre_convert_hook, c.Autograde.post_convert_hook = convert_hooks(ROOT)
+
+# Grades (issue 11): `nbgrader export` writes each submission's status (graded; ungradable,
+# with the cause from its grading log; missing) and leaves the score empty unless it was
+# graded, so means never count an ungradable notebook as zero (grader/export.py). Late work
+# loses 10 % of its raw score per started day after 15 minutes' grace, never below 0
+# (grader/late.py; README "Late submissions"); the due date is the gradebook's.
+c.ExportApp.plugin_class = "grader.export.StatusCsvExport"
+c.AssignLatePenalties.plugin_class = "grader.late.DailyLatePenalty"
+c.DailyLatePenalty.percent_per_day = 10.0
+c.DailyLatePenalty.grace_minutes = 15.0

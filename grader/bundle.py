@@ -3,7 +3,7 @@
     python -m grader.bundle --out dist/i1-student.zip
 
 Release notebooks, the `learning` package, the ungraded notebooks, the environment and a
-student README. Never `grader/`, the source notebook, the gradebook or the secret seed:
+student README. Never `grader/`, the source notebook, the gradebook or the course secret:
 `tests/test_bundle.py` opens the archive and checks. An earlier archive at --out is only
 replaced once the new one is complete.
 """

@@ -33,6 +33,7 @@ from matplotlib.ticker import NullLocator
 from tqdm import tqdm
 
 from grader.course import CourseError, open_gradebook
+from grader.grading_log import read_record
 from learning.workshops.results import Results, ResultsError
 from learning.workshops.results import load as load_results
 
@@ -51,12 +52,16 @@ DPI = 130
 NEEDS_GPU = "needs a GPU: no timing sidecars in this course"
 NEEDS_GPU_PANEL = f"{NEEDS_GPU}\n(autograde on a CUDA machine to time each student's kernel)"
 
-STATUSES = ("graded", "manual", "internal error", "not graded", "no submission")
+STATUSES = ("graded", "manual", "internal error", "ungradable", "not graded", "no submission")
 """graded: the autograder scored it; manual: waiting for manual grading; internal error: the
 checker itself failed in this cell (its sidecar entry says so), so the score is no verdict on
-the student; not graded: the submission has no autograded notebook (the kernel died, or
-autograde has not run); no submission: on the roster, nothing submitted."""
+the student; ungradable: nbgrader has the submission but could not grade it (the reason is
+the cause in its grading record, e.g. "the kernel died: ...", as `nbgrader export` reports
+it; without a record, "no autograded notebook; see the autograde log"); not graded: no score
+for this cell, or submitted but not autograded yet; no submission: on the roster, nothing
+submitted."""
 INTERNAL_ERROR = "internal-error"  # learning.workshops.faults.INTERNAL_ERROR
+NO_NOTEBOOK = "no autograded notebook; see the autograde log"  # grader.export.NO_NOTEBOOK
 CHECK_KEYS = {
     "expect_address_table": "hidden:address_table",  # grader.hidden.function_check
     "expect_worksheet": "hidden:worksheet",
@@ -143,6 +148,8 @@ class StudentRecord:
     hints: dict[str, list[str]] | None = None  # sidecar test key -> hint ids
     timing: TimingRecord | None = None
     internal: frozenset[str] = frozenset()  # sidecar test keys whose checker failed
+    ungradable: str = ""  # why nbgrader could not grade the submission ("" when it did)
+    restored: tuple[str, ...] = ()  # cells put back before grading (its grading record)
 
 
 @dataclass
@@ -162,7 +169,7 @@ class Summary:
     students: int
     submitted: int
     graded: int
-    not_graded: tuple[tuple[str, str], ...]  # (student, reason)
+    not_graded: tuple[tuple[str, str], ...]  # (student, reason): "ungradable: <cause>", ...
     missing: tuple[str, ...]
     late: tuple[tuple[str, float], ...]  # (student, seconds late)
     mean_score: float  # over graded students; NaN when none
@@ -172,6 +179,7 @@ class Summary:
     with_hints: int
     with_timing: int
     internal_errors: tuple[tuple[str, str], ...] = ()  # (student, cell) the checker failed in
+    restored: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (student, cells put back)
 
 
 # -- reading ----------------------------------------------------------------------------
@@ -334,6 +342,12 @@ def _student_record(gradebook, course: Path, assignment: str, student: str) -> S
         for grade in nb.grades
     }
     autograded = any((folder / f"{nb.name}.ipynb").is_file() for nb in submission.notebooks)
+    from grader.export import UNGRADABLE, submission_outcome  # imports nbgrader: only here
+
+    status, cause = submission_outcome(
+        course, assignment, student, folder, [nb.name for nb in submission.notebooks]
+    )
+    graded = read_record(course, assignment, student)
     return StudentRecord(
         student,
         True,
@@ -341,6 +355,8 @@ def _student_record(gradebook, course: Path, assignment: str, student: str) -> S
         submitted_folder,
         float(submission.total_seconds_late),
         grades,
+        ungradable=cause if status == UNGRADABLE else "",
+        restored=tuple(graded.restored) if graded else (),
     )
 
 
@@ -418,7 +434,7 @@ def load_cohort(course: Path | str, assignment: str) -> Cohort:
     cells, students = load_gradebook(course, assignment)
     for record in _progress(students, "reading sidecars"):
         folder = course / "autograded" / record.student / assignment
-        if record.autograded:
+        if record.autograded and not record.ungradable:
             record.hints = load_hints(folder / HINTS_SIDECAR)
             record.internal = load_internal_errors(folder / HINTS_SIDECAR)
             record.timing = load_timing(folder / TIMING_SIDECAR)
@@ -493,13 +509,8 @@ def _cell_status(record: StudentRecord, cell: CellInfo) -> tuple[str, str, float
         if record.in_submitted_folder:
             return "not graded", "submitted but not autograded: run nbgrader autograde", math.nan
         return "no submission", "on the roster, nothing submitted", math.nan
-    if not record.autograded:
-        return (
-            "not graded",
-            "no autograded notebook: nbgrader could not grade it (kernel died or timed out; "
-            "see the autograde log)",
-            math.nan,
-        )
+    if record.ungradable or not record.autograded:
+        return "ungradable", record.ungradable or NO_NOTEBOOK, math.nan
     grade = record.grades.get((cell.notebook, cell.name))
     if grade is None:
         return "not graded", "the gradebook has no grade for this cell", math.nan
@@ -603,8 +614,8 @@ def totals(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def _student_status(statuses: pd.Series) -> str:
-    """graded (manual cells may still be pending), not graded, or no submission."""
-    for status in ("no submission", "not graded"):
+    """graded (manual cells may still be pending), ungradable, not graded, or no submission."""
+    for status in ("no submission", "ungradable", "not graded"):
         if (statuses == status).all():
             return status
     return "graded"
@@ -631,7 +642,15 @@ def summarize(cohort: Cohort, table: pd.DataFrame) -> Summary:
         students=len(cohort.students),
         submitted=sum(r.submitted for r in cohort.students),
         graded=len(graded),
-        not_graded=tuple((s, reasons[s]) for s in summed.index[summed["status"] == "not graded"]),
+        not_graded=tuple(
+            (
+                s,
+                f"ungradable: {reasons[s]}"
+                if summed.loc[s, "status"] == "ungradable"
+                else reasons[s],
+            )
+            for s in summed.index[summed["status"].isin(["ungradable", "not graded"])]
+        ),
         missing=tuple(summed.index[summed["status"] == "no submission"]),
         late=tuple((str(s), float(v)) for s, v in late.items()),
         mean_score=float(graded["total"].mean()) if len(graded) else math.nan,
@@ -641,6 +660,7 @@ def summarize(cohort: Cohort, table: pd.DataFrame) -> Summary:
         with_hints=sum(r.hints is not None for r in cohort.students),
         with_timing=sum(r.timing is not None for r in cohort.students),
         internal_errors=tuple(zip(faulty["student"], faulty["cell"], strict=True)),
+        restored=tuple((r.student, r.restored) for r in cohort.students if r.restored),
     )
 
 
@@ -731,7 +751,7 @@ def _pending_note(table: pd.DataFrame) -> str:
 
 def _left_out(summed: pd.DataFrame) -> str:
     parts = []
-    for status in ("not graded", "no submission"):
+    for status in ("ungradable", "not graded", "no submission"):
         names = list(summed.index[summed["status"] == status])
         if names:
             parts.append(f"{len(names)} {status} ({', '.join(names)})")
@@ -1258,6 +1278,8 @@ def summary_lines(report: Report) -> list[str]:
     ]
     for student, reason in s.not_graded:
         lines.append(f"Not graded: {student}: {reason}.")
+    for student, cells in s.restored:
+        lines.append(f"Cells put back before grading: {student}: {'; '.join(cells)}.")
     if s.missing:
         lines.append(f"No submission: {', '.join(s.missing)}.")
     if s.late:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import nbformat
 
+from grader.secret import new_secret
 from grader.zoo import Edit, apply, base_source, function_span
 from learning.workshops.child import child_env
 
@@ -73,7 +74,8 @@ SCRATCH_MARK = ".i1-scratch-course"
 
 
 def new_course(root: Path) -> Path:
-    """A course at `root` with this repository's config and source, and a fresh release.
+    """A course at `root` with this repository's config and source, a fresh release and a
+    fresh course secret of its own (`grader.secret`).
 
     An earlier scratch course at `root` is replaced; any other non-empty folder is refused,
     so a mistyped path can never wipe a real course or its students' work.
@@ -87,6 +89,7 @@ def new_course(root: Path) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     (root / SCRATCH_MARK).write_text("made by grader.course.new_course; safe to delete\n")
     shutil.copy(REPO / "nbgrader_config.py", root / "nbgrader_config.py")
+    new_secret(root)
     shutil.copytree(REPO / "source" / ASSIGNMENT, root / "source" / ASSIGNMENT)
     nbgrader(root, "generate_assignment", ASSIGNMENT, "--force")
     return root
@@ -182,7 +185,7 @@ def autograde(root: Path, *extra: str, env: dict[str, str] | None = None) -> Aut
     from grader.sandbox import SandboxUnavailable, ready_to_grade
 
     try:
-        ready_to_grade()
+        ready_to_grade(root)
     except SandboxUnavailable as exc:
         raise CourseError(str(exc)) from None
     done = nbgrader(root, "autograde", ASSIGNMENT, "--force", *extra, check=False, env=env)

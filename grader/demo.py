@@ -66,16 +66,16 @@ def main(argv: list[str] | None = None) -> int:
     root = Path(args.course).resolve()
     try:
         check_options(root, Path(args.report), args.workers)
-        ready_to_grade(args.unsafe_no_sandbox)
-    except (UsageError, SandboxUnavailable) as exc:
+    except UsageError as exc:
         print(f"demo: {exc}", file=sys.stderr)
         return 2
     started = time.monotonic()
     steps = tqdm(total=3, desc="demo", unit="step", file=sys.stdout)
     steps.set_postfix_str("release and sample cohort")
     try:
-        members = sample_cohort.build(root)
-    except course.CourseError as exc:
+        members = sample_cohort.build(root)  # a scratch course, with a secret of its own
+        ready_to_grade(root, args.unsafe_no_sandbox)
+    except (course.CourseError, SandboxUnavailable) as exc:
         steps.close()
         print(f"demo: {exc}", file=sys.stderr)
         return 2

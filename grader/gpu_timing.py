@@ -93,10 +93,14 @@ def band(ratio: float) -> float:
 
 
 def hidden_shapes(count: int = 2, key: str | None = None) -> list[tuple[int, int]]:
-    """The timing shapes, drawn from `key` (a grading's draw; the course secret by default)."""
-    from grader.hidden import secret_seed
+    """The timing shapes, drawn from `key` (a grading's draw; by default the draw of the
+    course around the current folder, from its secret)."""
+    return random.Random(f"{key or _course_key()}/timing").sample(SHAPES, count)
 
-    return random.Random(f"{key or secret_seed()}/timing").sample(SHAPES, count)
+
+def inputs_seed(key: str) -> int:
+    """The seed of the timed inputs of the draw whose key is `key`."""
+    return int(hashlib.sha256(key.encode()).hexdigest()[:8], 16)
 
 
 def _transposed(rows: int, cols: int, seed: int) -> torch.Tensor:
@@ -235,20 +239,15 @@ def timing_points(
 
 
 def _timing_points(max_points: float, path: Path, out: Path, sandbox: Sandbox | None) -> float:
-    from grader.hidden import last_line, secret_seed
+    from grader.hidden import last_line
     from grader.parallel import gpu_lock
 
     out.unlink(missing_ok=True)
-    key = sandbox.key if sandbox else str(secret_seed())
+    key = sandbox.key if sandbox else _course_key()
     shapes = ",".join(f"{r}x{c}" for r, c in hidden_shapes(key=key))
     impl, record = (sandbox.impl, sandbox.record) if sandbox else (str(path), str(out))
     command = [sys.executable, "-m", "grader.gpu_timing", "--impl", impl, "--out", record]
-    command += [
-        "--shapes",
-        shapes,
-        "--seed",
-        str(int(hashlib.sha256(key.encode()).hexdigest()[:8], 16)),
-    ]
+    command += ["--shapes", shapes, "--seed", str(inputs_seed(key))]
     if sandbox:
         command = sandbox.wrap(command)
     try:
@@ -382,18 +381,33 @@ def _write_sidecar(path: Path, timings, fraction: float, seconds: float) -> None
 
 def main(argv: list[str] | None = None) -> int:
     """Time a submission: exit 0 with the sidecar written, 1 when the student's code failed,
-    3 when the timing's own code did (an internal error)."""
+    2 without --shapes and --seed in a course with no secret to draw them from, 3 when the
+    timing's own code failed (an internal error)."""
     from learning.workshops.loader import LoadError
 
     parser = argparse.ArgumentParser(description="Time a submission against the reference.")
     parser.add_argument("--impl", required=True, help="the graded notebook or a .py file")
     parser.add_argument("--out", required=True, help="the sidecar JSON to write")
     parser.add_argument("--shapes", help="ROWSxCOLS,... (default: drawn from the secret)")
-    parser.add_argument("--seed", type=int, help="the inputs' seed (default: the secret)")
+    parser.add_argument("--seed", type=int, help="the inputs' seed (default: from the secret)")
+    parser.add_argument(
+        "--course",
+        help="the course whose secret draws the default shapes and seed (default: the course "
+        "around the current folder)",
+    )
     args = parser.parse_args(argv)
+    key = None
+    if not args.shapes or args.seed is None:  # drawn from the course secret
+        from grader.secret import MissingSecret
+
+        try:
+            key = _course_key(args.course)
+        except MissingSecret as exc:
+            print(f"gpu_timing: {exc}", file=sys.stderr)
+            return 2
     try:
-        shapes = _shapes(args.shapes) if args.shapes else hidden_shapes()
-        seed = args.seed if args.seed is not None else _secret()
+        shapes = _shapes(args.shapes) if args.shapes else hidden_shapes(key=key)
+        seed = args.seed if args.seed is not None else inputs_seed(key)
         measure(Path(args.impl), Path(args.out), shapes, seed)
     except (LoadError, AssertionError) as exc:  # not loaded, or the student's function raised
         print(" ".join(str(exc).split()), file=sys.stderr)
@@ -412,10 +426,12 @@ def _shapes(text: str) -> list[tuple[int, int]]:
     return [tuple(int(n) for n in shape.split("x")) for shape in text.split(",")]
 
 
-def _secret() -> int:
-    from grader.hidden import secret_seed
+def _course_key(course: str | None = None) -> str:
+    """The key of the draw of no submission in particular, from the secret of `course` (default:
+    the course around the current folder); MissingSecret without one."""
+    from grader.hidden import course_draw
 
-    return secret_seed()
+    return course_draw(Path(course) if course else None).key
 
 
 if __name__ == "__main__":

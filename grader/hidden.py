@@ -1,10 +1,10 @@
-"""Hidden test cases, drawn at autograde time from a secret seed, and the cells' assertions.
+"""Hidden test cases, drawn at autograde time from the course secret, and the cells' assertions.
 
-The seed lives in `grader/secret_seed.txt` (or `I1_SECRET_SEED`), which never ships. The
-same seed draws the same cases and values for every student, so grades are reproducible;
-students never see which views, widths and dtypes are drawn. An exception in a check's own
-code is the checker's: the cell raises `CheckerFault` saying so, and the hints sidecar
-records the test as `internal-error`.
+The secret lives outside git, in the course folder (`grader.secret`; or `I1_COURSE_SECRET`),
+and never ships. The same secret, student and submission time draw the same cases and
+values, so grades are reproducible; students never see which views, widths and dtypes are
+drawn. An exception in a check's own code is the checker's: the cell raises `CheckerFault`
+saying so, and the hints sidecar records the test as `internal-error`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ import functools
 import hashlib
 import io
 import json
-import os
 import random
 import subprocess
 import sys
@@ -27,6 +26,7 @@ from pathlib import Path
 
 import torch
 
+from grader.secret import course_folder, course_secret
 from learning.workshops.cases import BAD_INPUTS, DTYPES, OPS, Case, suite
 from learning.workshops.child import child_env
 from learning.workshops.contracts import default_device
@@ -47,15 +47,8 @@ from learning.workshops.testing import (
 )
 from learning.workshops.views import LAYOUTS
 
-SEED_FILE = Path(__file__).with_name("secret_seed.txt")
 WIDTHS = (1, 2, 3, 17, 31, 64, 100, 255, 256, 513)
 ROW_COUNTS = (1, 2, 9, 33)
-
-
-def secret_seed() -> int:
-    """The course's secret seed: `I1_SECRET_SEED` if set, else `grader/secret_seed.txt`."""
-    text = os.environ.get("I1_SECRET_SEED") or SEED_FILE.read_text()
-    return int(text.strip())
 
 
 @dataclass(frozen=True)
@@ -64,7 +57,7 @@ class Draw:
     the submission's time. Every student meets the same kinds of views, each with fresh
     shapes, offsets and values, so what one grading shows is no use for the next."""
 
-    secret: int
+    secret: str
     student: str = ""
     submitted: str = ""
 
@@ -79,9 +72,10 @@ class Draw:
         return int(self.key[:8], 16)
 
 
-def course_draw() -> Draw:
-    """The draw of no submission in particular: the course secret alone."""
-    return Draw(secret_seed())
+def course_draw(root: Path | None = None) -> Draw:
+    """The draw of no submission in particular: the secret alone of the course at `root`
+    (default: the course around the current folder). MissingSecret without one."""
+    return Draw(course_secret(course_folder() if root is None else root))
 
 
 def hidden_cases(op: str, draw: Draw | None = None) -> list[Case]:

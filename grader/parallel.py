@@ -424,7 +424,7 @@ def main(argv: list[str] | None = None) -> int:
     add_unsafe_option(parser)
     args = parser.parse_args(argv)
     try:
-        ready_to_grade(args.unsafe_no_sandbox)
+        ready_to_grade(Path(args.course), args.unsafe_no_sandbox)
         run = autograde_parallel(
             Path(args.course),
             args.workers,

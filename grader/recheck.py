@@ -25,6 +25,7 @@ import nbformat
 from grader import course
 from grader.gpu_timing import SIDECAR
 from grader.hidden import FUNCTION_CHECKS, run_function_check, run_hidden
+from grader.sandbox import SandboxUnavailable, ready_to_grade
 from grader.trusted import Runner, draw_for, sandboxed_copy
 from learning.workshops.faults import INTERNAL_ERROR
 
@@ -96,7 +97,7 @@ def recheck_course(root: Path) -> list[Disagreement]:
         student, notebook = folder.parent.name, folder / course.NOTEBOOK
         if not notebook.is_file():
             continue
-        draw = draw_for(f"sqlite:///{root / 'gradebook.db'}", course.ASSIGNMENT, student)
+        draw = draw_for(f"sqlite:///{root / 'gradebook.db'}", course.ASSIGNMENT, student, root)
         with sandboxed_copy(nbformat.read(notebook, as_version=4), draw) as runner:
             disagreements += _recheck_student(student, folder, runner, scores)
     return disagreements
@@ -141,9 +142,13 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 2
     try:
+        ready_to_grade(root)
         found = recheck_course(root)
     except course.CourseError as exc:
         print(f"recheck: {exc}.", file=sys.stderr)
+        return 2
+    except SandboxUnavailable as exc:
+        print(f"recheck: {exc}", file=sys.stderr)
         return 2
     if args.json:
         print(json.dumps([asdict(d) for d in found], indent=2))

@@ -43,7 +43,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 from pathlib import Path, PurePosixPath
@@ -55,6 +55,7 @@ from nbgrader.preprocessors import Execute
 from nbgrader.preprocessors.clearhiddentests import ClearHiddenTests
 
 import learning
+from grader.grading_log import log_for
 from learning.workshops.notebook_runner import DEAD_KERNEL
 
 UNSAFE_ENV = "I1_UNSAFE_NO_SANDBOX"
@@ -79,7 +80,8 @@ MiB, GiB = 1024**2, 1024**3
 
 
 class SandboxUnavailable(Exception):
-    """Grading cannot start: the sandbox's tools are missing; the message says what to do."""
+    """Grading cannot start: the sandbox's tools or the course secret are missing; the
+    message says what to do."""
 
 
 @dataclass(frozen=True)
@@ -133,9 +135,16 @@ def add_unsafe_option(parser) -> None:
     )
 
 
-def ready_to_grade(unsafe: bool = False) -> None:
-    """Before any grading: with `unsafe`, mark this process and its children as grading
-    unsandboxed; otherwise raise SandboxUnavailable unless bubblewrap is here."""
+def ready_to_grade(root: Path, unsafe: bool = False) -> None:
+    """Before any grading of the course at `root`: raise SandboxUnavailable, saying what to
+    run, when the course has no secret (`grader.secret`); with `unsafe`, mark this process
+    and its children as grading unsandboxed; otherwise raise it unless bubblewrap is here."""
+    from grader.secret import MissingSecret, course_secret
+
+    try:
+        course_secret(root)
+    except MissingSecret as exc:
+        raise SandboxUnavailable(str(exc)) from None
     if unsafe:
         os.environ[UNSAFE_ENV] = "1"
     if not unsafe_requested():
@@ -460,8 +469,9 @@ def scratch(limits: Limits = DEFAULT_LIMITS, prefix: str = "i1-sandbox-") -> Ite
     tmpfs of `limits.work_bytes` owned by the sandbox's user, so a student filling it fills
     neither the disk nor more memory than that; otherwise a plain folder (RLIMIT_FSIZE only)."""
     folder = Path(tempfile.mkdtemp(prefix=prefix))
-    mounted = _privileged() and _mount_tmpfs(folder, limits.work_bytes)
+    mounted = False
     try:
+        mounted = _privileged() and _mount_tmpfs(folder, limits.work_bytes)
         folder.chmod(0o755)
         if _privileged():  # the sandbox runs as the host's uid 65534
             os.chown(folder, SANDBOX_UID, SANDBOX_UID)
@@ -469,7 +479,22 @@ def scratch(limits: Limits = DEFAULT_LIMITS, prefix: str = "i1-sandbox-") -> Ite
     finally:
         if mounted:
             _libc().umount2(str(folder).encode(), 2)  # MNT_DETACH
-        shutil.rmtree(folder, ignore_errors=True)
+        remove_tree(folder)
+
+
+def remove_tree(folder: Path) -> None:
+    """Remove `folder` and everything in it, even folders a sandbox made unreadable or
+    unwritable (mode 000): each is made its owner's again first, never through a symlink.
+    Call it once nothing runs in there any more."""
+    with suppress(OSError):
+        os.chmod(folder, 0o700)
+    for top, dirs, _ in os.walk(folder):  # top-down: a folder is opened before it is listed
+        for name in dirs:
+            path = os.path.join(top, name)
+            with suppress(OSError):
+                if stat.S_ISDIR(os.lstat(path).st_mode):
+                    os.chmod(path, 0o700)
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 def read_regular(path: Path, limit_bytes: int) -> bytes:
@@ -736,9 +761,14 @@ class SandboxedExecute(Execute):
             executed, why = None, "the student's code killed the kernel"
         record = SandboxRecord(run.seconds, run.returncode, run.timed_out, why, skipped)
         resources["i1_sandbox"] = asdict(record)
+        log = log_for(self.config, resources)
         if executed is None:  # as nbgrader's Execute: the student is not graded, and says why
             self.log.error("Sandboxed execution of %s failed: %s", name, why)
+            if log:
+                log.cause(failure_cause(run, why))
             raise DeadKernelError(f"Kernel died or timed out in the sandbox: {why}")
+        if log:
+            log.say(f"ran the notebook in the sandbox: {len(nb.cells)} cells, {run.seconds:.1f} s")
         copy_outputs(executed, nb)
         return nb, resources
 
@@ -762,6 +792,13 @@ def _returned(path: Path) -> bytes | None:
         return read_regular(path, RETURNED_LIMIT_BYTES)
     except OSError:
         return None
+
+
+def failure_cause(run: SandboxRun, why: str) -> str:
+    """The grading log's cause for a sandboxed run that gave no usable notebook."""
+    if run.timed_out:
+        return f"timeout: the notebook was still running after {run.seconds:.0f} s"
+    return f"dead kernel: {why} (after {run.seconds:.0f} s)"
 
 
 def read_result(run: SandboxRun, cells: int) -> tuple[NotebookNode | None, str]:

@@ -16,6 +16,7 @@ import contextlib
 import functools
 import io
 import json
+import secrets
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -24,10 +25,21 @@ import nbformat
 from nbformat import NotebookNode
 from nbgrader.preprocessors import NbGraderPreprocessor
 
+from grader.feedback import hidden_failure, timing_summary
 from grader.gpu_timing import SIDECAR as TIMING_SIDECAR
-from grader.hidden import Draw, run_function_check, run_hidden, secret_seed
+from grader.grading_log import course_root, log_for
+from grader.hidden import (
+    CASE_TIMEOUT_S,
+    Draw,
+    hidden_cases,
+    run_function_check,
+    run_hidden,
+)
 from grader.sandbox import split_hidden_tests
-from learning.workshops.faults import CheckerFault
+from grader.secret import course_secret
+from learning.workshops.cases import OPS
+from learning.workshops.faults import CheckerFault, fault_text
+from learning.workshops.isolation import run_isolated
 from learning.workshops.testing import HINTS_SIDECAR, record_outcome, record_status, verdict
 from learning.workshops.timing import NoCudaError
 
@@ -58,14 +70,16 @@ def hidden_checks(region: str) -> list[tuple[str, list, dict]]:
     return calls
 
 
-def submission_draw(resources: dict) -> Draw:
-    """The draw of the grading nbgrader is running (its student and gradebook)."""
+def submission_draw(resources: dict, root: Path) -> Draw:
+    """The draw of the grading nbgrader is running in the course at `root` (its student and
+    gradebook)."""
     info = resources.get("nbgrader", {})
-    return draw_for(info.get("db_url"), info.get("assignment"), info.get("student", ""))
+    return draw_for(info.get("db_url"), info.get("assignment"), info.get("student", ""), root)
 
 
-def draw_for(db_url: str | None, assignment: str | None, student: str) -> Draw:
-    """The draw of a student's submission: the secret, the student, the submission time."""
+def draw_for(db_url: str | None, assignment: str | None, student: str, root: Path) -> Draw:
+    """The draw of a student's submission: the secret of the course at `root`, the student,
+    the submission time. MissingSecret when the course has no secret."""
     stamp = ""
     with contextlib.suppress(Exception):  # no gradebook entry: the student alone
         from grader.course import open_gradebook
@@ -73,7 +87,7 @@ def draw_for(db_url: str | None, assignment: str | None, student: str) -> Draw:
         with open_gradebook(db_url) as gradebook:
             submission = gradebook.find_submission(assignment, student)
             stamp = submission.timestamp.isoformat() if submission.timestamp else ""
-    return Draw(secret_seed(), student, stamp)
+    return Draw(course_secret(root), student, stamp)
 
 
 TIMING_KIT = ("__init__.py", "reference.py", "gpu_timing.py")
@@ -132,12 +146,18 @@ class Runner:
     def __init__(self, work: Path, draw: Draw, wrap: Callable, impl: Path) -> None:
         self.work, self.draw, self.wrap, self.impl = work, draw, wrap, impl
 
+    say: Callable[[str], None] = staticmethod(lambda _: None)
+    """Where each check's outcome is told in full (the student's grading log)."""
+
     def run(self, name: str, args: list, kwargs: dict) -> list[NotebookNode]:
         """One check's outputs: a line when it passed, an error when it failed."""
         try:
-            return getattr(self, name)(*args, **kwargs)
+            outputs = getattr(self, name)(*args, **kwargs)
         except (AssertionError, CheckerFault, NoCudaError) as exc:
+            self.say(f"{name}{tuple(args)}: {type(exc).__name__}: {exc}")
             return [_error(exc)]
+        self.say(f"{name}{tuple(args)}: passed")
+        return outputs
 
     def expect_hidden(self, op: str, *_, **__) -> list[NotebookNode]:
         run = run_hidden(op, self.impl, self.draw, self.wrap)
@@ -145,9 +165,25 @@ class Runner:
             raise AssertionError(f"{op}: the notebook's definitions do not load: {run.load_error}")
         record_outcome(f"hidden:{op}", run.results)
         error = verdict(run.results, f"{op}, hidden cases")
-        if error is not None:
+        if isinstance(error, CheckerFault):
             raise error
+        if error is not None:  # the student reads kinds, hints and a fresh example
+            self.say(f"expect_hidden('{op}') in full: {error}")
+            cases = hidden_cases(op, self.draw)
+            raise AssertionError(hidden_failure(op, cases, run.results, self._examples(op)))
         return [_stream(f"{op}: {len(run.results)} hidden cases pass.")]
+
+    def _examples(self, op: str) -> Callable[[list], list]:
+        """Runs freshly drawn example cases of `op` against the submission, sandboxed."""
+
+        def run(cases: list) -> list:
+            seed = secrets.randbelow(2**31)
+            function = OPS[op].function
+            return run_isolated(
+                self.impl, op, function, cases, seed, CASE_TIMEOUT_S, self.wrap
+            ).results
+
+        return run
 
     def _function(self, function: str) -> list[NotebookNode]:
         passed, said = run_function_check(function, self.impl, self.draw, self.wrap)
@@ -168,13 +204,12 @@ class Runner:
         record = self.work / ".timing.json"
         seen = str(self.impl.with_name(record.name))
         sandbox = Sandbox(self.wrap, str(self.impl), seen, record, self.draw.key)
-        printed = io.StringIO()
-        with contextlib.redirect_stdout(printed):
-            points = timing_points(
-                max_points, sidecar=Path(TIMING_SIDECAR).resolve(), sandbox=sandbox
-            )
+        sidecar = Path(TIMING_SIDECAR).resolve()
+        with contextlib.redirect_stdout(io.StringIO()):  # it names the hidden shapes
+            points = timing_points(max_points, sidecar=sidecar, sandbox=sandbox)
+        summary = timing_summary(json.loads(sidecar.read_text()))
         result = nbformat.v4.new_output("execute_result", data={"text/plain": repr(points)})
-        return [_stream(printed.getvalue())] * bool(printed.getvalue()) + [result]
+        return [_stream(summary), result]
 
 
 def restart_sidecars(folder: Path, sandboxed_hints: bytes | None) -> None:
@@ -212,9 +247,20 @@ class GradeHiddenCells(NbGraderPreprocessor):
     """Grade every hidden region of the notebook here, on the trusted side (see the module)."""
 
     def preprocess(self, nb: NotebookNode, resources: dict):
+        log = log_for(self.config, resources)
+        try:
+            return self._grade(nb, resources, log.say if log else lambda _: None)
+        except Exception as exc:
+            if log:
+                log.cause(f"internal error: grading the hidden cells failed: {fault_text(exc)}")
+            raise
+
+    def _grade(self, nb: NotebookNode, resources: dict, say: Callable[[str], None]):
         folder = Path(resources["metadata"]["path"]).resolve()
         restart_sidecars(folder, resources.get("i1_sandbox_files", {}).get(HINTS_SIDECAR))
-        with sandboxed_copy(nb, submission_draw(resources)) as runner, contextlib.chdir(folder):
+        draw = submission_draw(resources, course_root(self.config))
+        with sandboxed_copy(nb, draw) as runner, contextlib.chdir(folder):
+            runner.say = say
             for cell in nb.cells:  # the sidecars go beside the graded notebook
                 region = hidden_region(cell.source) if cell.cell_type == "code" else None
                 if region is not None:

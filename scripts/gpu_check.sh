@@ -19,6 +19,9 @@ if ! command -v bwrap >/dev/null && compgen -G ".debs/bubblewrap_*.deb" >/dev/nu
   # grading is sandboxed: bubblewrap from the Debian package carried in .debs/
   dpkg -x .debs/bubblewrap_*.deb /tmp/bwrap && export PATH=/tmp/bwrap/usr/bin:$PATH
 fi
+# The course secret is git-ignored, so this copy of the tree has none: every draw here
+# (the tests, the scratch course's autograde) comes from a throwaway one.
+export I1_COURSE_SECRET=${I1_COURSE_SECRET:-$(python3 -c 'import secrets; print(secrets.token_hex(32))')}
 nvidia-smi --query-gpu=index,name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv
 python3 -c 'import sys, torch, triton; print("python", sys.version.split()[0], "torch", torch.__version__, "triton", triton.__version__, "gpus", torch.cuda.device_count())'
 python3 -m grader.gpu_check --out "$out" "$@"

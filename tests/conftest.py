@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sys
 from pathlib import Path
@@ -13,6 +14,12 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 os.environ.setdefault("MPLBACKEND", "Agg")
+
+TEST_SECRET = hashlib.sha256(b"i1 test course secret").hexdigest()
+"""The course secret of every test (`grader.secret`), in this process's environment, which
+the nbgrader processes it starts inherit: derived here, so no committed file holds it, and
+no test reads a course's own secret file unless it unsets I1_COURSE_SECRET."""
+os.environ["I1_COURSE_SECRET"] = TEST_SECRET
 
 from learning.workshops.contracts import select_mode  # noqa: E402
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import zipfile
 
@@ -10,7 +11,7 @@ import pytest
 
 from grader.bundle import build
 from grader.course import ASSIGNMENT, NOTEBOOK, REPO
-from grader.hidden import secret_seed
+from grader.secret import FILE as SECRET_FILE
 
 
 @pytest.fixture(scope="module")
@@ -52,14 +53,19 @@ def test_bundle_holds_no_instructor_files(bundle):
 
 
 def test_bundle_holds_no_secret_or_hidden_spec(bundle):
-    """Is the secret seed nowhere, and no code that draws or runs hidden cases?"""
-    seed = str(secret_seed())
+    """Is the course secret nowhere (the tests' and this checkout's own, or any token like
+    it), and no code that draws or runs hidden cases?"""
+    assert not [name for name in bundle if SECRET_FILE in name]
+    own = REPO / SECRET_FILE
+    known = [os.environ["I1_COURSE_SECRET"]] + ([own.read_text().strip()] if own.is_file() else [])
     for name, text in texts(bundle).items():
-        assert seed not in text, name
+        assert not [secret for secret in known if secret in text], name
+        assert not re.search(r"\b[0-9a-fA-F]{64}\b", text), f"a 64-hex token in {name}"
         for word in (
             "hidden_cases",
             "expect_hidden",
-            "secret_seed",
+            "course_secret",
+            "grader.secret",
             "from grader",
             "import grader",
         ):

@@ -260,7 +260,8 @@ def test_table_has_a_row_per_roster_student_and_cell(report, graded_sample_cours
         (s, c) for s in roster for c in cells
     }
     assert set(_rows(table, "no-submission")["status"]) == {"no submission"}
-    assert set(_rows(table, "crasher")["status"]) == {"not graded"}
+    assert set(_rows(table, "crasher")["status"]) == {"ungradable"}
+    assert all(_rows(table, "crasher")["reason"])  # its grading record's cause, or why none
     assert _rows(table, "crasher")["score"].isna().all()
 
 

@@ -184,16 +184,26 @@ def test_expect_cases_raises_the_checkers_fault_and_records_it(monkeypatch, auto
     assert "KeyError" in entry["internal_errors"][0]
 
 
+def _draw_fails(monkeypatch) -> None:
+    """A fault in the hidden checks' own code: drawing the cases raises (as a bad secret
+    once made it; a bad secret is now refused before grading starts)."""
+
+    def course_draw(root=None):
+        raise ValueError("the draw's own code failed")
+
+    monkeypatch.setattr(hidden, "course_draw", course_draw)
+
+
 def test_expect_hidden_raises_a_fault_of_its_own_code(monkeypatch, autograde):
-    """When the hidden cell's own code fails (a bad secret seed), is it the checker's fault?"""
-    monkeypatch.setenv("I1_SECRET_SEED", "not-a-number")
+    """When the hidden cell's own code fails (its draw raises), is it the checker's fault?"""
+    _draw_fails(monkeypatch)
     with pytest.raises(CheckerFault, match=f"^{FAULT_RE}hidden:strided_softmax: ValueError"):
         hidden.expect_hidden("strided_softmax", REFERENCE)
     assert _sidecar(autograde)["hidden:strided_softmax"]["status"] == INTERNAL_ERROR
 
 
 def test_function_checks_tell_a_checker_fault_from_the_students(monkeypatch, autograde):
-    """Is a raising address_table the student's failure, and a broken seed the checker's?"""
+    """Is a raising address_table the student's failure, and a broken draw the checker's?"""
 
     def raises(view):
         raise ValueError("the student's own bug")
@@ -201,7 +211,7 @@ def test_function_checks_tell_a_checker_fault_from_the_students(monkeypatch, aut
     with pytest.raises(StudentRaised, match="address_table raised ValueError: the student's"):
         hidden.expect_address_table(raises)
     assert _sidecar(autograde)["hidden:address_table"]["status"] == "failed"
-    monkeypatch.setenv("I1_SECRET_SEED", "not-a-number")
+    _draw_fails(monkeypatch)
     with pytest.raises(CheckerFault, match=r"at grader/hidden\.py:\d+\.\n"):
         hidden.expect_address_table(address_table)
     assert _sidecar(autograde)["hidden:address_table"]["status"] == INTERNAL_ERROR
@@ -214,7 +224,7 @@ def test_function_check_child_exits_3_for_the_checkers_fault(monkeypatch, tmp_pa
     impl.write_text("def address_table(view):\n    raise ValueError('the student bug')\n")
     assert hidden.main(["address_table", str(impl)]) == 1
     assert "address_table raised ValueError: the student bug" in capsys.readouterr().err
-    monkeypatch.setenv("I1_SECRET_SEED", "not-a-number")
+    _draw_fails(monkeypatch)
     assert hidden.main(["address_table", str(REFERENCE)]) == 3
     err = capsys.readouterr().err
     assert err.startswith(f"{FAULT}hidden:address_table: ValueError") and REPORT_IT in err

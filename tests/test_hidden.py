@@ -1,24 +1,24 @@
-"""Hidden cases: drawn from the secret seed, reproducible, and passed by the reference."""
+"""Hidden cases: drawn from the course secret, reproducible, and passed by the reference."""
 
 from __future__ import annotations
 
 import pytest
 
 import grader.reference as reference
-from grader.hidden import expect_address_table, expect_hidden, hidden_cases, secret_seed
+from grader.hidden import expect_address_table, expect_hidden, hidden_cases
 from grader.zoo import BUGS, REFERENCE, write_bug
 from learning.workshops.cases import PUBLIC_CASES
 
 
-def test_same_seed_same_cases():
-    """Does the same secret seed draw the same hidden cases every time (fair regrades)?"""
+def test_same_secret_same_cases():
+    """Does the same course secret draw the same hidden cases every time (fair regrades)?"""
     assert hidden_cases("strided_softmax") == hidden_cases("strided_softmax")
 
 
-def test_another_seed_draws_other_cases(monkeypatch):
-    """Does changing the secret seed change what is drawn?"""
+def test_another_secret_draws_other_cases(monkeypatch):
+    """Does changing the course secret change what is drawn?"""
     first = hidden_cases("strided_softmax")
-    monkeypatch.setenv("I1_SECRET_SEED", str(secret_seed() + 1))
+    monkeypatch.setenv("I1_COURSE_SECRET", "0" * 64)
     assert hidden_cases("strided_softmax") != first
 
 

@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
+import copy
+import html
+import re
 from collections import defaultdict
 
+import nbformat
 import pytest
 import torch
 
 from grader import course
+from grader.grading_log import read_record
+from grader.hidden import hidden_cases
+from grader.sandbox import split_hidden_tests
+from grader.secret import course_secret
+from grader.trusted import draw_for
 from grader.zoo import BUGS, SHAPES
+from learning.workshops.cases import OPS
+from learning.workshops.views import geometry
 
 pytestmark = pytest.mark.nbgrader
 
@@ -21,6 +32,35 @@ GPU_CELLS = set() if torch.cuda.is_available() else {"hidden_timing"}
 """Cells that cannot score without a GPU: every submission loses them here."""
 AUTOGRADED = 11
 CRASHING = next(b for b in BUGS if b.name == "segfaults")
+SMOKE_FAILS = next(b for b in BUGS if b.name == "pads-with-zero")
+"""A bug whose hidden cells' quick checks fail too: the hidden cases must still run."""
+
+
+def _grade_id(cell) -> str | None:
+    return cell.metadata.get("nbgrader", {}).get("grade_id")
+
+
+def without(notebook, *grade_ids: str):
+    """`notebook` with the cells of `grade_ids` deleted."""
+    notebook = copy.deepcopy(notebook)
+    notebook.cells = [c for c in notebook.cells if _grade_id(c) not in grade_ids]
+    return notebook
+
+
+def rearranged(notebook):
+    """The solution with a visible and a hidden test cell deleted, a test cell and a
+    solution cell moved to the end, a markdown cell moved to the top, and a cell added."""
+    notebook = without(notebook, "test_pass1", "hidden_pass3")
+    cells = notebook.cells
+    for moved in ("test_pass2", "worksheet_solution"):
+        cell = next(c for c in cells if _grade_id(c) == moved)
+        cells.remove(cell)
+        cells.append(cell)
+    markdown = next(c for c in cells if c.source.startswith("## 4."))
+    cells.remove(markdown)
+    cells.insert(0, markdown)
+    cells.insert(5, nbformat.v4.new_code_cell("print('a cell of my own')"))
+    return notebook
 
 
 @pytest.fixture(scope="module")
@@ -32,6 +72,9 @@ def graded(tmp_path_factory):
     course.submit_release(root, "untouched")
     course.submit(root, "noisy", course.solved_notebook(root, course.NOISY))
     course.submit(root, "crasher", course.solved_notebook(root, CRASHING.edits))
+    course.submit(root, "rearranged", rearranged(course.solved_notebook(root)))
+    course.submit(root, "no-addresses", without(course.solved_notebook(root), "addresses"))
+    course.submit(root, "invalid-json", course.solved_notebook(root)).write_text("{not json")
     for bug in GRADED:
         course.submit(root, bug.name, course.solved_notebook(root, bug.edits))
     for shape in SHAPES:
@@ -93,9 +136,110 @@ def test_bug_loses_exactly_its_cells(graded, bug):
 def test_crashing_submission_does_not_stop_the_others(graded):
     """When a submission kills the kernel, is it reported and is everyone else graded?"""
     root, run, scores = graded
-    assert run.failed == ("crasher",)
+    assert set(run.failed) == {"crasher", "invalid-json"}
     assert not (root / "autograded" / "crasher" / course.ASSIGNMENT).exists()
     assert sum(score or 0 for score, _ in scores["crasher"].values()) == 0
     graded_students = {s for s, cells in scores.items() if len(cells) == AUTOGRADED + 1}
     expected = {"solution", "untouched", "noisy"} | {b.name for b in GRADED}
     assert expected | {f"shape-{s}" for s in SHAPES} <= graded_students
+
+
+def total(cells: dict) -> float:
+    return sum(score or 0 for score, _ in cells.values())
+
+
+def test_deleted_and_moved_cells_are_put_back(graded):
+    """With a visible and a hidden test cell deleted and cells moved, does the notebook
+    score what the intact one scores, and does the grading log say what was put back?"""
+    root, _, scores = graded
+    assert len(scores["rearranged"]) == AUTOGRADED + 1
+    assert total(scores["rearranged"]) == total(scores["solution"])
+    record = read_record(root, course.ASSIGNMENT, "rearranged")
+    assert record.outcome == ("graded", "")
+    put_back = " ".join(record.restored)
+    for cell in ("test_pass1 (deleted", "hidden_pass3 (deleted", "test_pass2 (moved"):
+        assert cell in put_back
+    assert read_record(root, course.ASSIGNMENT, "solution").restored == []
+
+
+def test_a_deleted_solution_cell_costs_only_its_tests(graded):
+    """With a solution cell deleted, does its stub come back and the rest grade normally?"""
+    root, _, scores = graded
+    assert lost(scores["no-addresses"]) == {"test_addresses", "hidden_addresses"}
+    restored = read_record(root, course.ASSIGNMENT, "no-addresses").restored
+    assert restored == ["addresses (deleted: its stub put back)"]
+
+
+def test_an_invalid_notebook_is_ungradable_with_its_cause(graded):
+    """Is a notebook that is not JSON recorded as ungradable, saying so, not as a zero?"""
+    root, run, _ = graded
+    assert "invalid-json" in run.failed
+    status, cause = read_record(root, course.ASSIGNMENT, "invalid-json").outcome
+    assert status == "ungradable" and cause.startswith("invalid notebook strided_softmax.ipynb")
+    status, cause = read_record(root, course.ASSIGNMENT, "crasher").outcome
+    assert status == "ungradable" and cause.startswith("dead kernel")
+
+
+def test_a_failed_quick_check_does_not_hide_the_hidden_cases(graded):
+    """When a hidden cell's quick check fails, do its hidden cases still run and say so?"""
+    root, _, _ = graded
+    path = root / "autograded" / SMOKE_FAILS.name / course.ASSIGNMENT / course.NOTEBOOK
+    cell = next(c for c in nbformat.read(path, 4).cells if _grade_id(c) == "hidden_pass2")
+    text = "\n".join(o.get("text", "") + o.get("evalue", "") for o in cell.outputs)
+    assert "The quick check before the hidden tests failed" in text
+    assert "hidden cases fail" in text and "Hint [padding]" in text
+
+
+@pytest.fixture(scope="module")
+def feedback(graded):
+    """`nbgrader generate_feedback` over the whole graded cohort: student -> (files, text)."""
+    root, _, _ = graded
+    course.nbgrader(root, "generate_feedback", course.ASSIGNMENT, "--force")
+    found = {}
+    for folder in (root / "feedback").iterdir():
+        files = sorted(p.name for p in (folder / course.ASSIGNMENT).iterdir())
+        page = (folder / course.ASSIGNMENT / "strided_softmax.html").read_text()
+        page = re.sub(r"<style.*?</style>", "", page, flags=re.S)  # nbgrader's own CSS
+        found[folder.name] = (files, html.unescape(re.sub(r"<[^>]+>", "", page)))
+    return found
+
+
+def leaks(root, student: str) -> list[str]:
+    """What must never reach a student: hidden tests' lines and markers, grader names and
+    paths, sidecar names, the secret, and every hidden case's name and view."""
+    source = nbformat.read(root / "source" / course.ASSIGNMENT / course.NOTEBOOK, 4)
+    regions = [split_hidden_tests(c.source)[1] or "" for c in source.cells]
+    lines = [line.strip() for region in regions for line in region.splitlines()]
+    words = [line for line in lines if len(line) > 12]
+    words += ["BEGIN HIDDEN", "END HIDDEN", "grader.", "grader/", "/course/", "i1_hints"]
+    words += ["i1_timing", "Instructor notes", course_secret(root)]
+    draw = draw_for(f"sqlite:///{root / 'gradebook.db'}", course.ASSIGNMENT, student, root)
+    for op in OPS:
+        for case in hidden_cases(op, draw):
+            words.append(case.name)
+            if not case.bad_input:
+                g = geometry(case.layout, case.rows, case.cols)
+                words.append(f"({case.rows}, {case.cols}) view, strides {g.strides}")
+    return words
+
+
+def test_feedback_shows_no_hidden_test(graded, feedback):
+    """Does no student's feedback hold a hidden test's source or markers, a grader module
+    or path, a sidecar, the secret, or any of their hidden cases?"""
+    root, _, _ = graded
+    hits = {}
+    for student, (files, text) in feedback.items():
+        assert files == ["strided_softmax.html"], student
+        found = [word for word in leaks(root, student) if word in text]
+        if found:
+            hits[student] = found
+    assert len(feedback) >= 20 and hits == {}
+
+
+def test_feedback_says_what_failed_and_why(feedback):
+    """Does a failing hidden cell's feedback give the kinds of view, the hint and a freshly
+    drawn example, and a correct one say its hidden cases pass?"""
+    _, text = feedback[SMOKE_FAILS.name]
+    assert "hidden cases fail, of these kinds:" in text and "Hint [padding]" in text
+    assert "An example that fails the same way" in text
+    assert "hidden cases pass" in feedback["solution"][1]

@@ -52,7 +52,8 @@ def course(tmp_path: Path) -> Path:
     files = [
         "gradebook.db",
         "nbgrader_config.py",
-        "grader/secret_seed.txt",
+        "course_secret.txt",
+        "grader/hidden.py",
         "source/i1/strided_softmax.ipynb",
         "submitted/other/i1/strided_softmax.ipynb",
         "autograded/other/i1/strided_softmax.ipynb",
@@ -119,14 +120,14 @@ WALK = """
 import json, os, sys
 installed_roots = tuple(p.rstrip("/") + "/" for p in ["/usr", *json.loads(sys.argv[2])])
 course_names = ("gradebook.db", "nbgrader_config.py", "submitted", "autograded", "feedback")
-ours = ("secret_seed.txt", "hidden.py", "reference.py", "trusted.py")
+ours = ("course_secret.txt", "hidden.py", "reference.py", "trusted.py")
 for top, dirs, files in os.walk("/"):
     if top == "/":
         dirs[:] = [d for d in dirs if d not in ("proc", "sys", "dev")]
     installed = (top + "/").startswith(installed_roots)  # other projects' files
     for name in files + dirs:
         path = os.path.join(top, name)
-        if sys.argv[1] in path or name == "secret_seed.txt" or "/grader" in path:
+        if sys.argv[1] in path or name == "course_secret.txt" or "/grader" in path:
             print("FOUND", path)
         elif name in course_names and not installed:
             print("FOUND", path)
@@ -215,6 +216,12 @@ def test_grader_environment_is_not_visible(monkeypatch):
     """Is a variable of the grader's environment absent inside, from every process?"""
     monkeypatch.setenv("I1_CANARY", CANARY)
     output, _ = run_py(ENVIRON, CANARY)
+    assert "ENV False" in output and "FOUND" not in output, output
+
+
+def test_the_course_secret_in_the_environment_is_not_visible():
+    """Is I1_COURSE_SECRET, in the grader's environment as the tests put it, absent inside?"""
+    output, _ = run_py(ENVIRON, os.environ["I1_COURSE_SECRET"])
     assert "ENV False" in output and "FOUND" not in output, output
 
 

@@ -33,8 +33,8 @@ def _probe(name, action):
         print(f"PROBE {name}: DENIED {type(exc).__name__}")
 _COURSE, _REPO = _pathlib.Path('@COURSE@'), _pathlib.Path('@REPO@')
 _probe("read-gradebook", lambda: (_COURSE / "gradebook.db").read_bytes()[:16])
-_probe("read-secret", lambda: (_REPO / "grader" / "secret_seed.txt").read_text())
-_probe("import-grader", lambda: __import__("grader.hidden").hidden.secret_seed())
+_probe("read-secret", lambda: (_COURSE / "course_secret.txt").read_text())
+_probe("import-grader", lambda: __import__("grader.secret").secret.course_secret(_COURSE))
 _probe("read-other-student", lambda: (_COURSE / "submitted" / "honest").iterdir().__next__())
 _probe("list-autograded", lambda: list((_COURSE / "autograded").iterdir()))
 _probe("read-source", lambda: list((_COURSE / "source").iterdir()))
@@ -44,6 +44,7 @@ _probe("write-grader", lambda: (_REPO / "grader" / "pwned.py").write_text("x = 1
 _probe("network-host", lambda: _socket.create_connection(("127.0.0.1", @PORT@), timeout=2))
 _probe("network-out", lambda: _socket.create_connection(("1.1.1.1", 53), timeout=2))
 _probe("environment", lambda: _os.environ["I1_CANARY"])
+_probe("environment-secret", lambda: _os.environ["I1_COURSE_SECRET"])
 def _forks(limit=1500):
     pids = []
     try:
@@ -126,6 +127,7 @@ def attacked(tmp_path_factory):
         "network-host",
         "network-out",
         "environment",
+        "environment-secret",
     ],
 )
 def test_the_attack_is_denied(attacked, probe):

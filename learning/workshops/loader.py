@@ -1,18 +1,20 @@
 """Load a student's implementation from a `.py` file or a notebook.
 
-Triton reads a kernel's source with `inspect`, so code must come from a real file: a
-notebook's definitions are written to a temporary module first. From a notebook only the
-definitions are taken (imports, functions, classes, constants), so demo
-cells and unfinished exercises elsewhere do not stop the check.
+Triton reads a kernel's source with `inspect`, so a notebook's definitions become a module
+whose loader serves that source from memory (to `inspect`, `linecache` and tracebacks): no
+file is written, so nothing is left behind, even when the student's code crashes the
+process. From a notebook only the definitions are taken (imports, functions, classes,
+constants), so demo cells and unfinished exercises elsewhere do not stop the check.
 """
 
 from __future__ import annotations
 
 import ast
+import importlib.abc
 import importlib.util
 import json
+import linecache
 import sys
-import tempfile
 from pathlib import Path
 from types import ModuleType
 
@@ -96,20 +98,36 @@ def _is_definition(node: ast.stmt, imported: set[str]) -> bool:
     return True
 
 
+class DefinitionsLoader(importlib.abc.Loader):
+    """Loads a module from source text held in memory, under a file name that names where
+    it came from; `get_source` and `linecache` give that text to whoever asks (`inspect`,
+    Triton, tracebacks), as they would a file's."""
+
+    def __init__(self, source: str, filename: str) -> None:
+        self.source, self.filename = source, filename
+
+    def get_source(self, name: str) -> str:
+        return self.source
+
+    def exec_module(self, module: ModuleType) -> None:
+        lines = self.source.splitlines(keepends=True)
+        linecache.cache[self.filename] = (len(self.source), None, lines, self.filename)
+        exec(compile(self.source, self.filename, "exec", dont_inherit=True), module.__dict__)
+
+
 def load_module(path: Path) -> ModuleType:
     """Import the implementation at `path` (a `.py` file or a notebook) as a module."""
     if not path.is_file():
         raise LoadError(f"{path} does not exist; pass --impl with your .py file or notebook.")
     if path.suffix == ".ipynb":
-        folder = Path(tempfile.mkdtemp(prefix="i1-impl-"))
-        module_path = folder / f"{path.stem}_definitions.py"
-        module_path.write_text(notebook_definitions(path), encoding="utf-8")
+        name = f"student_{path.stem}_definitions"
+        loader = DefinitionsLoader(notebook_definitions(path), f"{path.resolve()} (definitions)")
+        spec = importlib.util.spec_from_loader(name, loader, origin=loader.filename)
     elif path.suffix == ".py":
-        module_path = path
+        name = f"student_{path.stem}"
+        spec = importlib.util.spec_from_file_location(name, path)
     else:
         raise LoadError(f"{path} is neither a .py file nor a notebook (.ipynb).")
-    name = f"student_{module_path.stem}"
-    spec = importlib.util.spec_from_file_location(name, module_path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     try:

@@ -1,0 +1,166 @@
+"""`nbgrader export` with a status per submission: ungradable is not zero.
+
+nbgrader's own CSV gives 0.0 both to a student who submitted nothing and to one whose
+notebook nbgrader could not grade (a dead kernel, a broken file, a timeout), so spreadsheet
+means count them as failures. This exporter keeps nbgrader's columns and adds:
+
+- `seconds_late`: past the due date (extensions included), from the gradebook;
+- `status`: `graded`; `ungradable` (nbgrader has the submission but could not grade it);
+  `missing` (on the roster, nothing submitted); `not graded` (submitted, not autograded yet);
+- `cause`: why an ungradable submission was not graded, from its grading record
+  (`grader.grading_log`), else "no autograded notebook; see the autograde log".
+
+`raw_score`, `late_submission_penalty` and `score` are empty unless the status is `graded`,
+so totals and means leave those students out. The penalty is the configured late policy
+(`AssignLatePenalties.plugin_class`, `grader.late`) applied to each notebook's current score,
+as autograde applies it; a manual grade added after autograde is penalised alike.
+Configured in `nbgrader_config.py` with `c.ExportApp.plugin_class`; run `nbgrader export`
+(`--to FILE`, default `grades.csv`).
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Iterable
+from pathlib import Path
+
+from nbgrader.api import Gradebook, MissingEntry
+from nbgrader.coursedir import CourseDirectory
+from nbgrader.plugins import CsvExportPlugin
+
+from grader.grading_log import read_record
+
+NBGRADER_COLUMNS = (
+    "assignment",
+    "duedate",
+    "timestamp",
+    "student_id",
+    "last_name",
+    "first_name",
+    "email",
+    "raw_score",
+    "late_submission_penalty",
+    "score",
+    "max_score",
+)
+"""nbgrader's CsvExportPlugin columns, in its order."""
+COLUMNS = (*NBGRADER_COLUMNS, "seconds_late", "status", "cause")
+
+GRADED, UNGRADABLE, MISSING, NOT_GRADED = "graded", "ungradable", "missing", "not graded"
+NO_NOTEBOOK = "no autograded notebook; see the autograde log"
+NOT_AUTOGRADED = "submitted but not autograded: run nbgrader autograde"
+
+
+def submission_outcome(
+    root: Path, assignment: str, student: str, autograded: Path, notebooks: Iterable[str]
+) -> tuple[str, str]:
+    """(status, cause) of a submission the gradebook holds: ("graded", "") when its grading
+    record (if any) says graded and every notebook of it is in the `autograded` folder, else
+    ("ungradable", why): the record's cause, or NO_NOTEBOOK."""
+    record = read_record(root, assignment, student)
+    if record is not None:
+        status, cause = record.outcome
+        if status != GRADED:
+            return UNGRADABLE, " ".join(cause.split())
+    if all((Path(autograded) / f"{name}.ipynb").is_file() for name in notebooks):
+        return GRADED, ""
+    return UNGRADABLE, NO_NOTEBOOK
+
+
+def _number(value: float) -> str:
+    return str(round(float(value), 6))
+
+
+def _text(value: object) -> str:
+    return "" if value is None else str(value)
+
+
+class StatusCsvExport(CsvExportPlugin):
+    """nbgrader's CSV export plus seconds_late, status and cause; no score unless graded."""
+
+    def export(self, gradebook: Gradebook) -> None:
+        dest = self.to or "grades.csv"
+        students = {str(s) for s in self.student}
+        assignments = {str(a) for a in self.assignment}
+        self.log.info("Exporting grades with a status per submission to %s", dest)
+        if assignments:
+            self.log.info("Exporting only assignments: %s", sorted(assignments))
+        if students:
+            self.log.info("Exporting only students: %s", sorted(students))
+        coursedir = self._coursedir()
+        late = self._late_plugin()
+        with open(dest, "w", newline="") as fh:
+            writer = csv.DictWriter(fh, fieldnames=COLUMNS, lineterminator="\n")
+            writer.writeheader()
+            for assignment in gradebook.assignments:
+                if assignments and assignment.name not in assignments:
+                    continue
+                for student in gradebook.students:
+                    if students and student.id not in students:
+                        continue
+                    writer.writerow(self.row(gradebook, coursedir, late, assignment, student))
+
+    def row(self, gradebook: Gradebook, coursedir: CourseDirectory, late, assignment, student):
+        """The CSV row of one student and assignment, as a dict of strings."""
+        row = dict.fromkeys(COLUMNS, "")
+        row.update(
+            assignment=assignment.name,
+            duedate=_text(assignment.duedate),
+            student_id=student.id,
+            last_name=_text(student.last_name),
+            first_name=_text(student.first_name),
+            email=_text(student.email),
+            max_score=_number(assignment.max_score),
+        )
+        try:
+            submission = gradebook.find_submission(assignment.name, student.id)
+        except MissingEntry:
+            submitted = coursedir.format_path(
+                coursedir.submitted_directory, student.id, assignment.name
+            )
+            if Path(submitted).is_dir():
+                row.update(status=NOT_GRADED, cause=NOT_AUTOGRADED)
+            else:
+                row.update(status=MISSING)
+            return row
+        seconds_late = float(submission.total_seconds_late)
+        row.update(timestamp=_text(submission.timestamp), seconds_late=_number(seconds_late))
+        folder = coursedir.format_path(coursedir.autograded_directory, student.id, assignment.name)
+        notebooks = list(submission.notebooks)
+        status, cause = submission_outcome(
+            Path(coursedir.root),
+            assignment.name,
+            student.id,
+            Path(folder),
+            [n.name for n in notebooks],
+        )
+        row.update(status=status, cause=cause)
+        if status != GRADED:
+            return row
+        raw = float(submission.score)
+        penalty = sum(_penalty(late, student.id, float(n.score), seconds_late) for n in notebooks)
+        row.update(
+            raw_score=_number(raw),
+            late_submission_penalty=_number(penalty),
+            score=_number(max(0.0, raw - penalty)),
+        )
+        return row
+
+    def _coursedir(self) -> CourseDirectory:
+        """The export app's course directory (or one from the config, outside the app)."""
+        coursedir = getattr(self.parent, "coursedir", None)
+        return coursedir if coursedir is not None else CourseDirectory(parent=self)
+
+    def _late_plugin(self):
+        """The late-submission plugin autograde uses (`AssignLatePenalties.plugin_class`)."""
+        from nbgrader.preprocessors import AssignLatePenalties
+
+        return AssignLatePenalties(parent=self).plugin_class(parent=self)
+
+
+def _penalty(plugin, student: str, score: float, seconds_late: float) -> float:
+    """One notebook's penalty as nbgrader's AssignLatePenalties computes and bounds it."""
+    if seconds_late <= 0:
+        return 0.0
+    penalty = plugin.late_submission_penalty(student, score, seconds_late)
+    return 0.0 if penalty is None else min(max(0.0, float(penalty)), score)

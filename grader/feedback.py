@@ -1,0 +1,216 @@
+"""What a student reads about hidden and timing cells: what failed and why, and nothing more.
+
+A failed hidden cell says which kinds of view failed (a transposed slice in float16, a
+broadcast row, ...), the hint, and one example that fails the same way but is freshly drawn
+for this message, so that reading feedback never reproduces the hidden suite. The timing
+cell says the points and the ratios, never the shapes. `StudentFeedback`, a preprocessor of
+`nbgrader generate_feedback`, cuts every hidden region out of the feedback's sources.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import secrets
+from collections.abc import Callable
+from dataclasses import replace
+
+from nbformat import NotebookNode
+from nbgrader.preprocessors import NbGraderPreprocessor
+
+from grader.sandbox import split_hidden_tests
+from learning.workshops.cases import Case, CaseResult
+from learning.workshops.faults import INTERNAL_ERROR
+from learning.workshops.hints import diagnose
+
+LAYOUT_WORDS = {
+    "contiguous": "contiguous rows",
+    "transpose": "a transpose",
+    "slice": "a slice with a shifted pointer and column stride 2",
+    "transposed-slice": "a transposed slice",
+    "row-broadcast": "a broadcast row (stride 0 between rows)",
+    "col-broadcast": "a broadcast column (stride 0 along each row)",
+    "scalar-broadcast": "a broadcast scalar (both strides 0)",
+}
+FILL_WORDS = {"large": "values near ±1e4", "neg-inf": "-inf entries"}
+BAD_INPUT_WORDS = {
+    "3-d": "a 3-D tensor",
+    "int-dtype": "an integer tensor",
+    "warps-6": "num_warps=6",
+    "cpu-input": "a CPU tensor on a GPU machine",
+}
+EXAMPLES_PER_KIND = 2
+MOST_KINDS = 3
+
+
+def kind_of(case: Case) -> str:
+    """The kind of input a case is, in words, without its sizes."""
+    what, special = _kind_parts(case)
+    return what if case.bad_input else ", ".join([what, case.dtype, *special])
+
+
+def _kind_parts(case: Case) -> tuple[str, list[str]]:
+    """(what the input is, what is special about it), the words of `kind_of`."""
+    if case.bad_input:
+        return f"an input that must be refused ({BAD_INPUT_WORDS.get(case.bad_input, 'bad')})", []
+    special = []
+    if case.rows == 0:
+        special.append("with zero rows")
+    elif case.cols > 256:
+        special.append("with wide rows")
+    if case.fill in FILL_WORDS:
+        special.append(FILL_WORDS[case.fill])
+    if case.repeat:
+        special.append("called twice with one shape")
+    return LAYOUT_WORDS[case.layout], special
+
+
+def kinds_summary(cases: list[Case]) -> list[str]:
+    """One line per view layout among `cases`: its dtypes and what was special."""
+    layouts: dict[str, tuple[dict, dict]] = {}
+    for case in cases:
+        layout, extras = _kind_parts(case)
+        dtypes, special = layouts.setdefault(layout, ({}, {}))
+        if not case.bad_input:
+            dtypes[case.dtype] = None
+        special.update(dict.fromkeys(extras))
+    return [
+        "  - " + ", ".join([layout, *dtypes, *special])
+        for layout, (dtypes, special) in layouts.items()
+    ]
+
+
+def fresh_examples(failed: list[Case], taken: set[tuple], rng: random.Random) -> list[Case]:
+    """Up to `EXAMPLES_PER_KIND` new cases for each kind in `failed` (at most `MOST_KINDS`
+    kinds): the same layout, dtype, fill and width class, sizes that no case in `taken`
+    has (as `(layout, rows, cols)`)."""
+    kinds: dict[str, Case] = {}
+    for case in failed:
+        kinds.setdefault(kind_of(case), case)
+    examples = []
+    for case in list(kinds.values())[:MOST_KINDS]:
+        if case.bad_input:
+            examples.append(replace(case, name="example"))
+            continue
+        made = 0
+        while made < EXAMPLES_PER_KIND:
+            rows = 0 if case.rows == 0 else rng.randint(1, 40)
+            cols = _width_like(case.cols, rng)
+            if (case.layout, rows, cols) not in taken:
+                taken.add((case.layout, rows, cols))
+                examples.append(replace(case, name=f"example-{case.layout}", rows=rows, cols=cols))
+                made += 1
+    return examples
+
+
+def _width_like(cols: int, rng: random.Random) -> int:
+    """A width of the same class as `cols`: wide or not, a power of two or not."""
+    low, high = (257, 2048) if cols > 256 else (1, 256)
+    power = cols & (cols - 1) == 0
+    while True:
+        width = rng.randint(low, high)
+        if (width & (width - 1) == 0) == power:
+            return width
+
+
+def hidden_failure(
+    op: str,
+    cases: list[Case],
+    results: list[CaseResult],
+    run_examples: Callable[[list[Case]], list[CaseResult]],
+) -> str:
+    """What a failed hidden cell tells the student: how many cases failed, the kinds of view,
+    the hints, and one freshly drawn example that fails the same way (run through
+    `run_examples`). No hidden case's name, size or values."""
+    by_name = {case.name: case for case in cases}
+    own = [r for r in results if r.failure != INTERNAL_ERROR]
+    failed = [r for r in own if not r.passed]
+    lines = [
+        f"{op}: {len(failed)} of {len(own)} hidden cases fail. The kinds of input that failed:"
+    ]
+    lines += kinds_summary([by_name[r.name] for r in failed if r.name in by_name])
+    lines += [f"Hint [{hint.id}]: {hint.message}" for hint in diagnose(own)]
+    taken = {(c.layout, c.rows, c.cols) for c in cases}
+    examples = fresh_examples([by_name[r.name] for r in failed if r.name in by_name], taken, _rng())
+    example = _same_failure(failed, by_name, run_examples(examples) if examples else [])
+    if example is not None:
+        lines.append("An example that fails the same way, drawn for this message, not hidden:")
+        lines.append(f"  FAIL {example.detail}")
+    elif examples:
+        lines.append(
+            "Freshly drawn inputs of the same kinds pass: the failure depends on the hidden "
+            "sizes. Try more widths (odd, wide) and row counts."
+        )
+    return "\n".join(lines)
+
+
+def _rng() -> random.Random:
+    """A generator no grading can reproduce: each message draws its own example."""
+    return random.Random(secrets.randbits(64))
+
+
+def _same_failure(
+    failed: list[CaseResult], by_name: dict[str, Case], examples: list[CaseResult]
+) -> CaseResult | None:
+    """The first failing example whose failure matches a hidden failure of its kind, else
+    the first failing example."""
+    seen = {(kind_of(by_name[r.name]), r.failure) for r in failed if r.name in by_name}
+    failing = [r for r in examples if not r.passed and r.failure != INTERNAL_ERROR]
+    for result in failing:
+        if any(result.failure == failure for _, failure in seen):
+            return result
+    return failing[0] if failing else None
+
+
+def timing_summary(record: dict) -> str:
+    """The timing cell's result for the student: points and ratios, no shapes."""
+    points, most = record.get("points", 0.0), record.get("max_points", 0.0)
+    if record.get("error"):
+        return f"timing: {points:g} of {most:g} points: {record['error']}"
+    shapes = record.get("shapes", [])
+    ratios = ", ".join(f"{s['ratio']:.2f}x" for s in shapes if not s.get("reason"))
+    lines = [f"timing: {points:g} of {most:g} points."]
+    if ratios:
+        lines.append(
+            f"Your kernel's median time over the reference's, on {len(shapes)} hidden "
+            f"transposed float32 shapes: {ratios}."
+        )
+    reasons = sorted({s["reason"] for s in shapes if s.get("reason")})
+    lines += [f"A shape earned nothing: {reason}" for reason in reasons]
+    return "\n".join(lines)
+
+
+HIDDEN_NOTE = "# Hidden tests ran here when your notebook was graded; the output below says how."
+_GRADER_LINE = re.compile(r"\bgrader[./]|BEGIN HIDDEN|END HIDDEN|/course/")
+
+
+class StudentFeedback(NbGraderPreprocessor):
+    """For `nbgrader generate_feedback`: every hidden region is cut out of the sources (a
+    note says where hidden tests ran), and any output line naming the grader's modules or
+    paths is left out."""
+
+    def preprocess_cell(self, cell: NotebookNode, resources: dict, index: int):
+        if cell.cell_type == "code":
+            visible, region = split_hidden_tests(cell.source)
+            if region is not None:
+                cell.source = visible.rstrip() + "\n\n" + HIDDEN_NOTE
+            for output in cell.get("outputs", []):
+                _scrub(output)
+        return cell, resources
+
+
+def _scrub(output: NotebookNode) -> None:
+    """Drop the lines of an output that name the grader (a traceback's frames, say)."""
+
+    def keep(text: str) -> str:
+        return "\n".join(line for line in text.split("\n") if not _GRADER_LINE.search(line))
+
+    if "text" in output:
+        output["text"] = keep("".join(output["text"]))
+    if "traceback" in output:
+        output["traceback"] = [
+            line for line in output["traceback"] if not _GRADER_LINE.search(line)
+        ]
+    for kind, value in output.get("data", {}).items():
+        if kind.startswith("text/") and isinstance(value, str):
+            output["data"][kind] = keep(value)

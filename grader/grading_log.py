@@ -1,0 +1,170 @@
+"""A grading log per student: what ran, which cells were restored, and why a submission could
+not be graded.
+
+Each autograde of a submission writes `<course>/grading_log/<assignment>/<student>.log` (for
+people) and `<student>.json` (a `GradingRecord`, for the export and the cohort report). They
+live outside `autograded/`, which nbgrader deletes when a student fails, and outside
+`feedback/`. nbgrader's pre-convert hook starts the record, the preprocessors add what they
+did, and the post-convert hook marks it graded; a record still "grading" afterwards means
+nbgrader stopped on that submission, and its cause is the last one recorded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+import nbformat
+
+LOG_FOLDER = "grading_log"
+SCHEMA = "i1-grading/1"
+STOPPED = "grading stopped before it finished; nbgrader's log (.nbgrader.log) says where"
+
+
+@dataclass
+class GradingRecord:
+    """One autograde of one submission. `status` is "graded", "ungradable" or, while it
+    runs, "grading"; `cause` says why it could not be graded."""
+
+    student: str
+    assignment: str
+    status: str = "grading"
+    cause: str = ""
+    restored: list[str] = field(default_factory=list)
+    started: str = ""
+    finished: str = ""
+    lines: list[str] = field(default_factory=list)
+
+    @property
+    def outcome(self) -> tuple[str, str]:
+        """(status, cause) as the export reports it: a grading that never finished is
+        ungradable, with the last cause recorded."""
+        if self.status == "graded":
+            return "graded", ""
+        return "ungradable", self.cause or STOPPED
+
+
+def record_paths(root: Path, assignment: str, student: str) -> tuple[Path, Path]:
+    """The log and the record of one student's grading in the course at `root`."""
+    folder = Path(root) / LOG_FOLDER / assignment
+    return folder / f"{student}.log", folder / f"{student}.json"
+
+
+def read_record(root: Path, assignment: str, student: str) -> GradingRecord | None:
+    """The student's last grading record, or None (never autograded, or unreadable)."""
+    try:
+        data = json.loads(record_paths(root, assignment, student)[1].read_text())
+        if data.pop("schema", None) != SCHEMA:
+            return None
+        return GradingRecord(**data)
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def _now() -> str:
+    return datetime.now(UTC).astimezone().isoformat(timespec="seconds")
+
+
+class GradingLog:
+    """The log of one student's grading, rewritten on every change."""
+
+    def __init__(self, root: Path, assignment: str, student: str) -> None:
+        self.paths = record_paths(root, assignment, student)
+        self.record = read_record(root, assignment, student) or GradingRecord(student, assignment)
+
+    def begin(self) -> GradingLog:
+        """Start a fresh record (an earlier grading's is replaced)."""
+        self.record = GradingRecord(self.record.student, self.record.assignment, started=_now())
+        self.say(f"autograding {self.record.assignment} for {self.record.student}")
+        return self
+
+    def say(self, line: str) -> None:
+        """Add one line to the log."""
+        self.record.lines.append(f"{_now()}  {line}")
+        self._write()
+
+    def cause(self, cause: str) -> None:
+        """Record why this grading may not finish (the last one recorded is reported)."""
+        self.record.cause = cause
+        self.say(f"problem: {cause}")
+
+    def restored(self, cells: Iterable[str]) -> None:
+        """Record the grade cells put back from the course's source."""
+        cells = list(cells)
+        self.record.restored = cells
+        if cells:
+            self.say("restored from the course's source: " + "; ".join(cells))
+
+    def finish(self) -> None:
+        """nbgrader graded the submission."""
+        self.record.status, self.record.cause, self.record.finished = "graded", "", _now()
+        self.say("graded")
+
+    def _write(self) -> None:
+        log, data = self.paths
+        log.parent.mkdir(parents=True, exist_ok=True)
+        record = {"schema": SCHEMA, **asdict(self.record)}
+        _replace(data, json.dumps(record, indent=2) + "\n")
+        if self.record.finished or self.record.cause:  # a cause stops the grading
+            status, cause = self.record.outcome
+            head = f"status: {status}" + (f" ({cause})" if cause else "")
+        else:
+            head = "status: grading"
+        _replace(log, "\n".join([head, *self.record.lines]) + "\n")
+
+
+def _replace(path: Path, text: str) -> None:
+    """Write `text` to `path` whole: a reader never sees half a file."""
+    part = path.with_name(f".{path.name}.part")
+    part.write_text(text)
+    os.replace(part, path)
+
+
+def unreadable_notebook(path: str) -> str | None:
+    """Why nbgrader cannot read the notebook at `path`, or None when it can."""
+    try:
+        nbformat.read(path, as_version=4)
+    except Exception as exc:  # nbformat raises many kinds for a broken file
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return f"invalid notebook {Path(path).name}: {first[:200]}"
+    return None
+
+
+def convert_hooks(root: Path) -> tuple[Callable, Callable]:
+    """nbgrader's pre- and post-convert hooks for autograde in the course at `root`."""
+
+    def started(notebooks: list[str], **_) -> None:
+        log = _log(notebooks).begin()
+        for path in notebooks:
+            problem = unreadable_notebook(path)
+            if problem:
+                log.cause(problem)
+
+    def finished(notebooks: list[str], **_) -> None:
+        _log(notebooks).finish()
+
+    def _log(notebooks: list[str]) -> GradingLog:
+        # nbgrader passes the command's ids ("*" for every student); the notebooks' paths,
+        # <step>/<student>/<assignment>/<notebook>.ipynb, name the one being graded.
+        folder = Path(notebooks[0]).parent
+        return GradingLog(root, folder.name, folder.parent.name)
+
+    return started, finished
+
+
+def log_for(config, resources: dict) -> GradingLog | None:
+    """The grading log of the notebook a preprocessor is working on, or None outside an
+    autograde (no student in `resources`)."""
+    info = resources.get("nbgrader", {})
+    if not info.get("student") or not info.get("assignment"):
+        return None
+    return GradingLog(course_root(config), info["assignment"], info["student"])
+
+
+def course_root(config) -> Path:
+    """The course folder nbgrader is working in: its `CourseDirectory.root`, else here."""
+    return Path(config.get("CourseDirectory", {}).get("root") or os.getcwd())

@@ -1,0 +1,263 @@
+"""`nbgrader export` with a status per submission (grader.export): ungradable is not zero.
+
+Most tests fill a gradebook through nbgrader's API, with autograded notebooks and grading
+records placed by hand (no autograde runs); the last runs `nbgrader export` on a scratch
+course with the course's own nbgrader_config.py.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import shutil
+import warnings
+from pathlib import Path
+
+import nbformat
+import pandas as pd
+import pytest
+from nbgrader.api import Gradebook
+from nbgrader.plugins import CsvExportPlugin
+from nbgrader.preprocessors import AssignLatePenalties
+from nbgrader.utils import parse_utc
+from traitlets.config import Config
+
+from grader import cohort, course
+from grader.course import ASSIGNMENT
+from grader.export import COLUMNS, NBGRADER_COLUMNS, NO_NOTEBOOK, StatusCsvExport
+from grader.grading_log import STOPPED, GradingLog
+from grader.late import DailyLatePenalty
+from grader.sample_cohort import DUE, LATE, ON_TIME
+
+NOTEBOOK = course.NOTEBOOK.removesuffix(".ipynb")
+DIED = "the kernel died: Kernel died while waiting for execute reply."
+SCORES = {"test_a": 6.0, "test_b": 4.0}
+"""The fake assignment's two autograded cells and their points (10 in all)."""
+
+
+def _fill(root: Path) -> Path:
+    """A course at `root`: graded (8 of 10, on time), late (10 of 10, 16.5 h late), crashed
+    (ungradable: its record says the kernel died), broken (ungradable, no record), stopped
+    (its grading never finished), missing (nothing submitted), pending (submitted, not
+    autograded yet)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # nbgrader's add_submission trips SQLAlchemy warnings
+        with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gradebook:
+            gradebook.add_assignment(ASSIGNMENT, duedate=parse_utc(DUE))
+            gradebook.add_notebook(NOTEBOOK, ASSIGNMENT)
+            for cell, points in SCORES.items():
+                gradebook.add_grade_cell(
+                    cell, NOTEBOOK, ASSIGNMENT, max_score=points, cell_type="code"
+                )
+            scores = {"graded": (6.0, 2.0), "late": (6.0, 4.0)}
+            stamps = {"late": LATE, "crashed": ON_TIME, "broken": ON_TIME, "stopped": ON_TIME}
+            for student in ("graded", "late", "crashed", "broken", "stopped", "missing", "pending"):
+                gradebook.add_student(student)
+                if student in ("missing", "pending"):
+                    continue
+                stamp = parse_utc(stamps.get(student, ON_TIME))
+                gradebook.add_submission(ASSIGNMENT, student, timestamp=stamp)
+                for cell, score in zip(SCORES, scores.get(student, (None, None)), strict=True):
+                    grade = gradebook.find_grade(cell, NOTEBOOK, ASSIGNMENT, student)
+                    grade.auto_score, grade.needs_manual_grade = score, score is None
+            gradebook.db.commit()
+    for student in ("graded", "late"):
+        folder = root / "autograded" / student / ASSIGNMENT
+        folder.mkdir(parents=True)
+        nbformat.write(nbformat.v4.new_notebook(), folder / course.NOTEBOOK)
+        log = GradingLog(root, ASSIGNMENT, student).begin()
+        log.finish()
+    GradingLog(root, ASSIGNMENT, "crashed").begin().cause(DIED)
+    GradingLog(root, ASSIGNMENT, "stopped").begin()
+    (root / "submitted" / "pending" / ASSIGNMENT).mkdir(parents=True)
+    return root
+
+
+def _config(root: Path, to: Path) -> Config:
+    config = Config()
+    config.CourseDirectory.root = str(root)
+    config.ExportPlugin.to = str(to)
+    config.AssignLatePenalties.plugin_class = DailyLatePenalty
+    return config
+
+
+def _export(root: Path, plugin=StatusCsvExport, name: str = "grades.csv") -> list[dict]:
+    path = root / name
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gradebook:
+        plugin(config=_config(root, path)).export(gradebook)
+    with path.open(newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+@pytest.fixture(scope="module")
+def filled(tmp_path_factory) -> Path:
+    return _fill(tmp_path_factory.mktemp("filled"))
+
+
+@pytest.fixture
+def fake_course(filled, tmp_path) -> Path:
+    """A copy of the filled course of its own (creating a gradebook takes seconds)."""
+    return Path(shutil.copytree(filled, tmp_path / "course"))
+
+
+def test_every_roster_student_has_a_status_and_only_graded_ones_a_score(fake_course):
+    """Graded, late, ungradable (with the record's cause, or without a record), a grading
+    that stopped, missing, not autograded yet: is each one's status, cause and score right,
+    with no score at all (not 0.0) where nothing was graded?"""
+    rows = {row["student_id"]: row for row in _export(fake_course)}
+    assert list(rows) == ["graded", "late", "crashed", "broken", "stopped", "missing", "pending"]
+    expected = {
+        "graded": ("graded", "", "8.0", "0.0", "8.0", "0.0"),
+        "late": ("graded", "", "10.0", "1.0", "9.0", "59400.0"),  # 16.5 h late: 10 %
+        "crashed": ("ungradable", DIED, "", "", "", "0.0"),
+        "broken": ("ungradable", NO_NOTEBOOK, "", "", "", "0.0"),
+        "stopped": ("ungradable", STOPPED, "", "", "", "0.0"),
+        "missing": ("missing", "", "", "", "", ""),
+        "pending": ("not graded", "submitted but not autograded: run nbgrader autograde"),
+    }
+    for student, (status, cause, *numbers) in expected.items():
+        row = rows[student]
+        assert (row["status"], row["cause"]) == (status, cause), student
+        got = [row[k] for k in ("raw_score", "late_submission_penalty", "score", "seconds_late")]
+        assert got[: len(numbers)] == numbers, student
+        assert row["max_score"] == "10.0"
+        assert row["duedate"] == "2026-12-01 17:00:00"
+    assert rows["late"]["timestamp"] == "2026-12-02 09:30:00"
+    assert rows["missing"]["timestamp"] == rows["pending"]["score"] == ""
+
+
+def test_nbgrader_columns_are_kept_and_means_leave_ungradable_out(fake_course):
+    """Are nbgrader's columns first, in its order, with its values for a graded submission;
+    and does a spreadsheet mean count only graded work where nbgrader's counts zeros?"""
+    ours = _export(fake_course)
+    theirs = _export(fake_course, CsvExportPlugin, "nbgrader.csv")
+    assert tuple(theirs[0]) == NBGRADER_COLUMNS
+    assert tuple(ours[0]) == COLUMNS and COLUMNS[: len(NBGRADER_COLUMNS)] == NBGRADER_COLUMNS
+    graded = next(r for r in ours if r["student_id"] == "graded")
+    assert {k: graded[k] for k in NBGRADER_COLUMNS} == next(
+        r for r in theirs if r["student_id"] == "graded"
+    )
+    crashed = next(r for r in theirs if r["student_id"] == "crashed")
+    assert crashed["score"] == "0.0"  # what this exporter fixes
+    ours_mean = pd.read_csv(fake_course / "grades.csv")["score"].mean()
+    theirs_mean = pd.read_csv(fake_course / "nbgrader.csv")["score"].mean()
+    assert ours_mean == pytest.approx((8 + 9) / 2)
+    assert theirs_mean == pytest.approx((8 + 10) / 7)  # nbgrader stores no penalty unasked
+
+
+def test_autograde_stores_the_same_penalty_the_export_shows(fake_course):
+    """nbgrader's AssignLatePenalties, configured like the course, stores 10 % for the late
+    student and nothing for the on-time one: the penalty export and formgrader agree on."""
+    url = f"sqlite:///{fake_course / 'gradebook.db'}"
+    for student in ("late", "graded"):
+        resources = {
+            "nbgrader": {
+                "notebook": NOTEBOOK,
+                "assignment": ASSIGNMENT,
+                "student": student,
+                "db_url": url,
+            }
+        }
+        config = _config(fake_course, fake_course / "unused.csv")
+        AssignLatePenalties(config=config).preprocess(nbformat.v4.new_notebook(), resources)
+    with Gradebook(url) as gradebook:
+        late = gradebook.find_submission_notebook(NOTEBOOK, ASSIGNMENT, "late")
+        on_time = gradebook.find_submission_notebook(NOTEBOOK, ASSIGNMENT, "graded")
+        assert late.late_submission_penalty == 1.0
+        assert on_time.late_submission_penalty is None
+    rows = {row["student_id"]: row for row in _export(fake_course)}
+    assert rows["late"]["late_submission_penalty"] == "1.0"
+
+
+def test_cohort_report_calls_them_ungradable_and_quotes_the_cause(fake_course):
+    """Does the cohort report say "ungradable" with the record's cause (or the missing
+    notebook) where the export does, and leave them out of the mean?"""
+    report = cohort.build_report(fake_course, ASSIGNMENT)
+    table = report.table.set_index(["student", "cell"])
+    for cell in SCORES:
+        assert table.loc[("crashed", cell), "status"] == "ungradable"
+        assert table.loc[("crashed", cell), "reason"] == DIED
+        assert table.loc[("broken", cell), "reason"] == NO_NOTEBOOK
+        assert math.isnan(table.loc[("crashed", cell), "score"])
+    assert table.loc[("pending", "test_a"), "status"] == "not graded"
+    lines = cohort.summary_lines(report)
+    assert f"Not graded: crashed: ungradable: {DIED}." in lines
+    assert f"Not graded: broken: ungradable: {NO_NOTEBOOK}." in lines
+    assert report.summary.graded == 2 and report.summary.mean_score == 18 / 2  # raw: 8 and 10
+    assert f"ungradable: {DIED}" in cohort._scores_html(report.table)
+
+
+@pytest.mark.nbgrader
+def test_nbgrader_export_in_a_scratch_course(tmp_path):
+    """The standard commands on the course's config: `nbgrader db assignment add --duedate`,
+    then `nbgrader export`: statuses, empty scores, the cause and a 10 % late penalty."""
+    root = course.new_course(tmp_path / "course")
+    course.nbgrader(root, "db", "assignment", "add", ASSIGNMENT, f"--duedate={DUE}")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gradebook:
+            code = [
+                c
+                for nb in gradebook.find_assignment(ASSIGNMENT).notebooks
+                for c in nb.grade_cells
+                if c.cell_type == "code"
+            ]
+            points = sum(c.max_score for c in code)  # 18: every autograded cell
+            for student, stamp in (("graded", ON_TIME), ("late", LATE), ("crashed", ON_TIME)):
+                gradebook.add_student(student)
+                gradebook.add_submission(ASSIGNMENT, student, timestamp=parse_utc(stamp))
+                if student == "crashed":
+                    continue
+                for cell in code:
+                    grade = gradebook.find_grade(cell.name, NOTEBOOK, ASSIGNMENT, student)
+                    grade.auto_score, grade.needs_manual_grade = cell.max_score, False
+                folder = root / "autograded" / student / ASSIGNMENT
+                folder.mkdir(parents=True)
+                nbformat.write(nbformat.v4.new_notebook(), folder / course.NOTEBOOK)
+            gradebook.add_student("missing")
+            gradebook.db.commit()
+    GradingLog(root, ASSIGNMENT, "crashed").begin().cause(DIED)
+    done = course.nbgrader(root, "export", "--to", "grades.csv")
+    assert "Using exporter: StatusCsvExport" in done.stdout + done.stderr
+    with (root / "grades.csv").open(newline="") as fh:
+        reader = csv.DictReader(fh)
+        rows = {row["student_id"]: row for row in reader}
+    assert tuple(reader.fieldnames) == COLUMNS
+    assert points == 18
+    graded = rows["graded"]
+    assert (graded["status"], graded["raw_score"], graded["score"]) == ("graded", "18.0", "18.0")
+    late = rows["late"]
+    assert (late["status"], late["seconds_late"], late["raw_score"]) == (
+        "graded",
+        "59400.0",
+        "18.0",
+    )
+    assert (late["late_submission_penalty"], late["score"]) == ("1.8", "16.2")  # 10 %
+    crashed = rows["crashed"]
+    assert (crashed["status"], crashed["cause"], crashed["score"]) == ("ungradable", DIED, "")
+    assert (rows["missing"]["status"], rows["missing"]["score"]) == ("missing", "")
+
+
+@pytest.mark.nbgrader
+def test_sample_cohort_export_after_a_real_autograde(graded_sample_course):
+    """On the sample cohort, autograded for real (the session's shared course): does the
+    16.5 h late solution lose 10 % in the gradebook and the export alike, the crasher come out
+    ungradable with a cause and no score, and the student who sent nothing as missing?"""
+    root = graded_sample_course
+    course.nbgrader(root, "export", "--to", "grades.csv")
+    with (root / "grades.csv").open(newline="") as fh:
+        rows = {row["student_id"]: row for row in csv.DictReader(fh)}
+    late, solution = rows["late-solution"], rows["solution"]
+    assert (late["status"], float(late["seconds_late"])) == ("graded", 16.5 * 3600)
+    raw = float(late["raw_score"])
+    assert raw == float(solution["raw_score"]) > 0
+    assert float(late["late_submission_penalty"]) == pytest.approx(0.1 * raw)
+    assert float(late["score"]) == pytest.approx(0.9 * raw)
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gradebook:
+        stored = gradebook.find_submission(ASSIGNMENT, "late-solution").late_submission_penalty
+    assert stored == pytest.approx(0.1 * raw)  # autograde's AssignLatePenalties agrees
+    assert float(solution["late_submission_penalty"]) == 0.0
+    crasher = rows["crasher"]
+    assert crasher["status"] == "ungradable" and crasher["cause"]
+    assert crasher["raw_score"] == crasher["score"] == ""
+    assert (rows["no-submission"]["status"], rows["no-submission"]["score"]) == ("missing", "")
