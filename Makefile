@@ -23,4 +23,4 @@ student-bundle:  ## the zip students get: release notebooks, learning/, environm
 	$(PYTHON) -m grader.bundle --out dist/i1-student.zip
 
 secret:  ## create the course secret (course_secret.txt, git-ignored) that draws the hidden tests
-	$(PYTHON) -m grader.secret new --course $(CURDIR)
+	$(PYTHON) -m grader.seeding new --course $(CURDIR)

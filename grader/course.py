@@ -17,7 +17,7 @@ from pathlib import Path
 
 import nbformat
 
-from grader.secret import new_secret
+from grader.seeding import new_secret
 from grader.zoo import Edit, apply, base_source, function_span
 from learning.workshops.child import child_env
 
@@ -75,7 +75,7 @@ SCRATCH_MARK = ".i1-scratch-course"
 
 def new_course(root: Path) -> Path:
     """A course at `root` with this repository's config and source, a fresh release and a
-    fresh course secret of its own (`grader.secret`).
+    fresh course secret of its own (`grader.seeding`).
 
     An earlier scratch course at `root` is replaced; any other non-empty folder is refused,
     so a mistyped path can never wipe a real course or its students' work.

@@ -398,7 +398,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     key = None
     if not args.shapes or args.seed is None:  # drawn from the course secret
-        from grader.secret import MissingSecret
+        from grader.seeding import MissingSecret
 
         try:
             key = _course_key(args.course)

@@ -1,6 +1,6 @@
 """Hidden test cases, drawn at autograde time from the course secret, and the cells' assertions.
 
-The secret lives outside git, in the course folder (`grader.secret`; or `I1_COURSE_SECRET`),
+The secret lives outside git, in the course folder (`grader.seeding`; or `I1_COURSE_SECRET`),
 and never ships. The same secret, student and submission time draw the same cases and
 values, so grades are reproducible; students never see which views, widths and dtypes are
 drawn. An exception in a check's own code is the checker's: the cell raises `CheckerFault`
@@ -26,7 +26,7 @@ from pathlib import Path
 
 import torch
 
-from grader.secret import course_folder, course_secret
+from grader.seeding import course_folder, course_secret
 from learning.workshops.cases import BAD_INPUTS, DTYPES, OPS, Case, suite
 from learning.workshops.child import child_env
 from learning.workshops.contracts import default_device

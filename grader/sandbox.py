@@ -137,9 +137,9 @@ def add_unsafe_option(parser) -> None:
 
 def ready_to_grade(root: Path, unsafe: bool = False) -> None:
     """Before any grading of the course at `root`: raise SandboxUnavailable, saying what to
-    run, when the course has no secret (`grader.secret`); with `unsafe`, mark this process
+    run, when the course has no secret (`grader.seeding`); with `unsafe`, mark this process
     and its children as grading unsandboxed; otherwise raise it unless bubblewrap is here."""
-    from grader.secret import MissingSecret, course_secret
+    from grader.seeding import MissingSecret, course_secret
 
     try:
         course_secret(root)

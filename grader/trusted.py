@@ -36,7 +36,7 @@ from grader.hidden import (
     run_hidden,
 )
 from grader.sandbox import split_hidden_tests
-from grader.secret import course_secret
+from grader.seeding import course_secret
 from learning.workshops.cases import OPS
 from learning.workshops.faults import CheckerFault, fault_text
 from learning.workshops.isolation import run_isolated

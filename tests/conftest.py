@@ -16,7 +16,7 @@ if str(ROOT) not in sys.path:
 os.environ.setdefault("MPLBACKEND", "Agg")
 
 TEST_SECRET = hashlib.sha256(b"i1 test course secret").hexdigest()
-"""The course secret of every test (`grader.secret`), in this process's environment, which
+"""The course secret of every test (`grader.seeding`), in this process's environment, which
 the nbgrader processes it starts inherit: derived here, so no committed file holds it, and
 no test reads a course's own secret file unless it unsets I1_COURSE_SECRET."""
 os.environ["I1_COURSE_SECRET"] = TEST_SECRET

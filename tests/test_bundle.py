@@ -11,7 +11,7 @@ import pytest
 
 from grader.bundle import build
 from grader.course import ASSIGNMENT, NOTEBOOK, REPO
-from grader.secret import FILE as SECRET_FILE
+from grader.seeding import FILE as SECRET_FILE
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +65,7 @@ def test_bundle_holds_no_secret_or_hidden_spec(bundle):
             "hidden_cases",
             "expect_hidden",
             "course_secret",
-            "grader.secret",
+            "grader.seeding",
             "from grader",
             "import grader",
         ):

@@ -15,7 +15,7 @@ from grader import course
 from grader.grading_log import read_record
 from grader.hidden import hidden_cases
 from grader.sandbox import split_hidden_tests
-from grader.secret import course_secret
+from grader.seeding import course_secret
 from grader.trusted import draw_for
 from grader.zoo import BUGS, SHAPES
 from learning.workshops.cases import OPS

@@ -34,7 +34,7 @@ def _probe(name, action):
 _COURSE, _REPO = _pathlib.Path('@COURSE@'), _pathlib.Path('@REPO@')
 _probe("read-gradebook", lambda: (_COURSE / "gradebook.db").read_bytes()[:16])
 _probe("read-secret", lambda: (_COURSE / "course_secret.txt").read_text())
-_probe("import-grader", lambda: __import__("grader.secret").secret.course_secret(_COURSE))
+_probe("import-grader", lambda: __import__("grader.seeding").secret.course_secret(_COURSE))
 _probe("read-other-student", lambda: (_COURSE / "submitted" / "honest").iterdir().__next__())
 _probe("list-autograded", lambda: list((_COURSE / "autograded").iterdir()))
 _probe("read-source", lambda: list((_COURSE / "source").iterdir()))

@@ -20,23 +20,14 @@ from pathlib import Path
 
 import pytest
 import torch
+from test_loader import KERNEL_NOTEBOOK
 
 from grader import sandbox
 from learning.workshops.child import child_env
 from learning.workshops.loader import load_function, load_module
 
-KERNEL_CELLS = [
-    "import torch\nimport triton\nimport triton.language as tl",
-    "@triton.jit\n"
-    "def double_kernel(X, Y, N, BLOCK: tl.constexpr):\n"
-    "    cols = tl.arange(0, BLOCK)\n"
-    "    mask = cols < N\n"
-    "    tl.store(Y + cols, 2 * tl.load(X + cols, mask=mask), mask=mask)",
-    "def double(x, num_warps=4):\n"
-    "    y = torch.empty_like(x)\n"
-    "    double_kernel[(1,)](x, y, x.numel(), BLOCK=triton.next_power_of_2(x.numel()))\n"
-    "    return y",
-]
+KERNEL_CELLS = list(KERNEL_NOTEBOOK[:3])
+"""The notebook definitions of test_loader: imports, a Triton kernel, its wrapper."""
 CRASHING_CELLS = [
     "import ctypes",
     "def crash(fn):\n    return ctypes.string_at(0)  # a segfault while the module loads",

@@ -1,6 +1,6 @@
 """The course secret: the token every hidden test case is drawn from, kept outside git.
 
-    python -m grader.secret new [--course DIR] [--force]
+    python -m grader.seeding new [--course DIR] [--force]
 
 It lives in `<course>/course_secret.txt` (the course folder holds `nbgrader_config.py`),
 is git-ignored, readable by its owner alone, and never ships: not in the student bundle,
@@ -33,7 +33,7 @@ class MissingSecret(Exception):
 
 def command(root: Path) -> str:
     """The command that creates the secret of the course at `root`."""
-    return f"python -m grader.secret new --course {root}"
+    return f"python -m grader.seeding new --course {root}"
 
 
 def secret_path(root: Path) -> Path:
@@ -120,7 +120,7 @@ ADVICE = (
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m grader.secret", description=__doc__.splitlines()[0]
+        prog="python -m grader.seeding", description=__doc__.splitlines()[0]
     )
     actions = parser.add_subparsers(dest="action", required=True)
     new = actions.add_parser("new", help=f"write a fresh secret to <course>/{FILE}")

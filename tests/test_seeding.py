@@ -15,7 +15,7 @@ import pytest
 
 from grader import course, gpu_timing, parallel, recheck, sandbox
 from grader.hidden import Draw, course_draw, hidden_cases
-from grader.secret import ENV, FILE, MissingSecret, course_folder, course_secret, main
+from grader.seeding import ENV, FILE, MissingSecret, course_folder, course_secret, main
 from grader.trusted import draw_for, submission_draw
 
 REPO = Path(__file__).resolve().parents[1]
@@ -37,7 +37,7 @@ def mode(path: Path) -> int:
 
 
 def command(root: Path) -> str:
-    return f"python -m grader.secret new --course {root}"
+    return f"python -m grader.seeding new --course {root}"
 
 
 def test_new_writes_a_secret_only_its_owner_reads(root, capsys):
@@ -84,9 +84,9 @@ def test_new_defaults_to_here_and_refuses_a_folder_that_is_no_course(
 
 
 def test_the_command_runs_as_documented(root):
-    """Does `python -m grader.secret new --course DIR` work as a command?"""
+    """Does `python -m grader.seeding new --course DIR` work as a command?"""
     done = subprocess.run(
-        [sys.executable, "-m", "grader.secret", "new", "--course", str(root)],
+        [sys.executable, "-m", "grader.seeding", "new", "--course", str(root)],
         cwd=REPO,
         capture_output=True,
         text=True,
