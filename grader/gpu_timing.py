@@ -233,6 +233,10 @@ def timing_points(
     device this raises, with one sentence, so the cell fails and every other cell grades. When
     the timing's own code fails, this raises CheckerFault, which says it is not the student's.
     """
+    if sandbox is None:
+        from grader.hidden import refuse_in_autograde
+
+        refuse_in_autograde("timing_points")
     require_cuda()
     with checker_faults(TEST):
         return _timing_points(max_points, Path(impl).resolve(), Path(sidecar).resolve(), sandbox)

@@ -16,6 +16,7 @@ import functools
 import hashlib
 import io
 import json
+import os
 import random
 import subprocess
 import sys
@@ -110,6 +111,34 @@ def hidden_cases(op: str, draw: Draw | None = None) -> list[Case]:
     return suite(op, tuple(cases), default_device().type)
 
 
+UNSANDBOXED = (
+    "{check} ran inside the kernel nbgrader is autograding, beside the student's code: "
+    "nbgrader did not load the course's nbgrader_config.py (its log says 'Exception while "
+    "loading config file'), so nothing here is sandboxed. This cell is not graded; fix the "
+    "config and autograde again."
+)
+
+
+def refuse_in_autograde(check: str) -> None:
+    """Raise CheckerFault when a hidden cell calls `check` in the kernel nbgrader autogrades:
+    with the course's config, hidden cells are cut out there and graded on the trusted side
+    (grader.trusted), so reaching here means the config did not load."""
+    if os.environ.get("NBGRADER_EXECUTION") == "autograde":
+        raise CheckerFault(UNSANDBOXED.format(check=check))
+
+
+def kernel_entry(name: str, check: Callable) -> Callable:
+    """`check` as a hidden cell calls it, by `name`, in the notebook's kernel (refused under
+    autograde)."""
+
+    @functools.wraps(check)
+    def entry(*args, **kwargs):
+        refuse_in_autograde(name)
+        return check(*args, **kwargs)
+
+    return entry
+
+
 SUBMISSION = "strided_softmax.ipynb"
 CASE_TIMEOUT_S = 120.0
 
@@ -122,6 +151,7 @@ def expect_hidden(op: str, impl: Path | str = SUBMISSION) -> None:
     the notebook still grades, and nothing a notebook cell patches in the grading kernel
     (the grader, torch, the traceback machinery) reaches the checks.
     """
+    refuse_in_autograde("expect_hidden")
     path = Path(impl).resolve()
     if not path.is_file():
         raise AssertionError(f"{op}: hidden tests need the graded notebook at {path}.")
@@ -186,7 +216,7 @@ def function_check(function: str) -> Callable[[Callable], Callable]:
 
 
 @function_check("address_table")
-def expect_address_table(address_table: Callable, views: list | None = None) -> None:
+def check_address_table(address_table: Callable, views: list | None = None) -> None:
     """Assert that `address_table(view)` lists (row, col, storage index) for hidden views."""
     views = hidden_views() if views is None else views
     for view in views:
@@ -247,7 +277,7 @@ def worksheet_inputs() -> list:
 
 
 @function_check("worksheet")
-def expect_worksheet(worksheet: Callable) -> None:
+def check_worksheet(worksheet: Callable) -> None:
     """Assert that `worksheet` computes from the results it is given, copy included."""
     from grader.reference import worksheet as reference_worksheet
 
@@ -267,6 +297,10 @@ def expect_worksheet(worksheet: Callable) -> None:
     print("worksheet: 3 hidden measurements pass.")
 
 
+expect_address_table = kernel_entry("expect_address_table", check_address_table)
+expect_worksheet = kernel_entry("expect_worksheet", check_worksheet)
+
+
 def _same(got, want) -> bool:
     """Whether a worksheet entry matches: strings exactly, numbers within 1e-9."""
     if isinstance(want, str):
@@ -277,7 +311,7 @@ def _same(got, want) -> bool:
         return False
 
 
-FUNCTION_CHECKS = {"address_table": expect_address_table, "worksheet": expect_worksheet}
+FUNCTION_CHECKS = {"address_table": check_address_table, "worksheet": check_worksheet}
 """The hidden checks that test one plain function, by the function's name."""
 
 
@@ -289,7 +323,7 @@ def run_function_check(
     (passed, what the check said last)."""
     if function == "address_table":
         views = hidden_views(draw)
-        inputs, check = [view_input(v) for v in views], (lambda f: expect_address_table(f, views))
+        inputs, check = [view_input(v) for v in views], (lambda f: check_address_table(f, views))
     else:
         inputs = [{"results": r.to_json()} for r in worksheet_inputs()]
         check = FUNCTION_CHECKS[function]

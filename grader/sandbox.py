@@ -145,10 +145,36 @@ def ready_to_grade(root: Path, unsafe: bool = False) -> None:
         course_secret(root)
     except MissingSecret as exc:
         raise SandboxUnavailable(str(exc)) from None
+    require_course_config(root)
     if unsafe:
         os.environ[UNSAFE_ENV] = "1"
     if not unsafe_requested():
         require_bwrap()
+
+
+def require_course_config(root: Path) -> None:
+    """Raise SandboxUnavailable when the course's nbgrader_config.py fails to load or does
+    not grade through SandboxedExecute: nbgrader would then only log the error and grade
+    with its default Execute, running the hidden tests beside the student's code."""
+    from traitlets.config.loader import PyFileConfigLoader
+
+    path = Path(root) / "nbgrader_config.py"
+    if not path.is_file():
+        raise SandboxUnavailable(f"the course at {root} has no nbgrader_config.py.")
+    try:
+        config = PyFileConfigLoader(path.name, path=str(path.parent)).load_config()
+    except Exception as exc:  # whatever the file raised is the instructor's to fix
+        raise SandboxUnavailable(
+            f"{path} does not load ({type(exc).__name__}: {exc}); nbgrader would grade "
+            "without the sandbox. Fix it and grade again."
+        ) from None
+    steps = config.Autograde.get("autograde_preprocessors", [])
+    if not any(isinstance(s, type) and issubclass(s, SandboxedExecute) for s in steps):
+        raise SandboxUnavailable(
+            f"{path} does not list grader.sandbox.SandboxedExecute in "
+            "c.Autograde.autograde_preprocessors, so the hidden tests would run beside the "
+            "student's code. Put it back (see the repository's nbgrader_config.py)."
+        )
 
 
 def _tool(name: str) -> str:
@@ -740,6 +766,7 @@ class SandboxedExecute(Execute):
     back onto the graded notebook, whose sources stay as they were."""
 
     def preprocess(self, nb: NotebookNode, resources: dict) -> tuple[NotebookNode, dict]:
+        self._require_secret(resources)
         folder = Path(resources["metadata"]["path"])
         name = f"{resources.get('unique_key') or 'notebook'}.ipynb"
         with scratch() as work:
@@ -771,6 +798,19 @@ class SandboxedExecute(Execute):
             log.say(f"ran the notebook in the sandbox: {len(nb.cells)} cells, {run.seconds:.1f} s")
         copy_outputs(executed, nb)
         return nb, resources
+
+    def _require_secret(self, resources: dict) -> None:
+        """Refuse to grade, before any student code runs, when the course has no secret."""
+        from grader.grading_log import course_root
+        from grader.seeding import MissingSecret, course_secret
+
+        try:
+            course_secret(course_root(self.config))
+        except MissingSecret as exc:
+            log = log_for(self.config, resources)
+            if log:
+                log.cause(f"no course secret: {exc}")
+            raise SandboxUnavailable(str(exc)) from None
 
     def _runner(self, notebook: str) -> list[str]:
         """The runner's command: the notebook as the sandbox sees it, and the timeouts."""

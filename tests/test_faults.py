@@ -194,26 +194,29 @@ def _draw_fails(monkeypatch) -> None:
     monkeypatch.setattr(hidden, "course_draw", course_draw)
 
 
-def test_expect_hidden_raises_a_fault_of_its_own_code(monkeypatch, autograde):
-    """When the hidden cell's own code fails (its draw raises), is it the checker's fault?"""
+def test_expect_hidden_raises_a_fault_of_its_own_code(monkeypatch, tmp_path):
+    """When the hidden cell's own code fails (its draw raises) as an instructor validates
+    the source, is it the checker's fault? (Under autograde the trusted side grades it.)"""
+    monkeypatch.setenv("NBGRADER_EXECUTION", "validate")
+    monkeypatch.chdir(tmp_path)
     _draw_fails(monkeypatch)
     with pytest.raises(CheckerFault, match=f"^{FAULT_RE}hidden:strided_softmax: ValueError"):
         hidden.expect_hidden("strided_softmax", REFERENCE)
-    assert _sidecar(autograde)["hidden:strided_softmax"]["status"] == INTERNAL_ERROR
 
 
 def test_function_checks_tell_a_checker_fault_from_the_students(monkeypatch, autograde):
-    """Is a raising address_table the student's failure, and a broken draw the checker's?"""
+    """Is a raising address_table the student's failure, and a broken draw the checker's,
+    in the check the trusted side runs?"""
 
     def raises(view):
         raise ValueError("the student's own bug")
 
     with pytest.raises(StudentRaised, match="address_table raised ValueError: the student's"):
-        hidden.expect_address_table(raises)
+        hidden.check_address_table(raises)
     assert _sidecar(autograde)["hidden:address_table"]["status"] == "failed"
     _draw_fails(monkeypatch)
     with pytest.raises(CheckerFault, match=r"at grader/hidden\.py:\d+\.\n"):
-        hidden.expect_address_table(address_table)
+        hidden.check_address_table(address_table)
     assert _sidecar(autograde)["hidden:address_table"]["status"] == INTERNAL_ERROR
 
 
@@ -251,8 +254,10 @@ def test_timing_cell_raises_when_its_child_reports_a_fault(monkeypatch, autograd
     done = subprocess.CompletedProcess([], 3, stdout="", stderr=f"noise\n{line}\n")
     monkeypatch.setattr(gpu_timing, "require_cuda", lambda: None)
     monkeypatch.setattr(gpu_timing.subprocess, "run", lambda *args, **kwargs: done)
+    record = autograde.parent / "record.json"
+    sandbox = gpu_timing.Sandbox(list, str(REFERENCE), str(record), record, "0" * 64)
     with pytest.raises(CheckerFault) as info:
-        gpu_timing.timing_points(2, impl=REFERENCE, sidecar=autograde.parent / "t.json")
+        gpu_timing.timing_points(2, sidecar=autograde.parent / "t.json", sandbox=sandbox)
     assert str(info.value) == line
     assert json.loads((autograde.parent / "t.json").read_text())["internal_error"] is True
     assert _sidecar(autograde)["hidden:timing"]["status"] == INTERNAL_ERROR

@@ -240,6 +240,6 @@ def test_feedback_says_what_failed_and_why(feedback):
     """Does a failing hidden cell's feedback give the kinds of view, the hint and a freshly
     drawn example, and a correct one say its hidden cases pass?"""
     _, text = feedback[SMOKE_FAILS.name]
-    assert "hidden cases fail, of these kinds:" in text and "Hint [padding]" in text
+    assert "hidden cases fail. The kinds of input that failed:" in text and "Hint [padding]" in text
     assert "An example that fails the same way" in text
     assert "hidden cases pass" in feedback["solution"][1]

@@ -1,0 +1,90 @@
+"""When nbgrader's config for the course does not load, nbgrader logs the error and grades
+with its default Execute: the hidden cells would then run in the student's kernel. Grading
+refuses that course up front, and the hidden cells refuse to run in an autograding kernel."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import nbformat
+import pytest
+
+import grader.reference as reference
+from grader import course, gpu_timing, sandbox
+from grader.hidden import expect_address_table, expect_hidden, expect_worksheet
+from grader.seeding import ENV
+from learning.workshops.faults import CheckerFault
+
+REPO = Path(__file__).resolve().parents[1]
+CONFIG = (REPO / "nbgrader_config.py").read_text()
+BROKEN = {
+    "does not load": CONFIG.replace("from grader.restore import", "from grader.restored import"),
+    "does not list grader.sandbox.SandboxedExecute": CONFIG.replace(
+        "c.Autograde.autograde_preprocessors = [\n    SandboxedExecute,",
+        "c.Autograde.autograde_preprocessors = [",
+    ),
+}
+
+
+@pytest.fixture
+def root(tmp_path) -> Path:
+    """A course folder holding the course's own nbgrader_config.py (and the test secret)."""
+    shutil.copy(REPO / "nbgrader_config.py", tmp_path)
+    return tmp_path
+
+
+def test_the_course_config_is_accepted(root):
+    """Does the repository's own config pass the check (so the check is not always 'no')?"""
+    sandbox.require_course_config(root)
+
+
+@pytest.mark.parametrize("reason", sorted(BROKEN))
+def test_grading_refuses_a_config_nbgrader_would_skip(root, reason, monkeypatch):
+    """Do ready_to_grade and course.autograde refuse a config that fails to load or drops
+    the sandbox, before nbgrader runs, saying which?"""
+    (root / "nbgrader_config.py").write_text(BROKEN[reason])
+    for unsafe in (False, True):
+        with pytest.raises(sandbox.SandboxUnavailable, match=reason):
+            sandbox.ready_to_grade(root, unsafe)
+    monkeypatch.setattr(course, "nbgrader", pytest.fail)
+    with pytest.raises(course.CourseError, match=reason):
+        course.autograde(root)
+
+
+def test_hidden_cells_refuse_an_autograding_kernel(monkeypatch, tmp_path):
+    """Does each hidden cell's entry point raise CheckerFault naming the config when it runs
+    inside the kernel nbgrader autogrades, and run as before when validating?"""
+    monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
+    calls = {
+        "expect_hidden": lambda: expect_hidden("strided_softmax", tmp_path / "x.ipynb"),
+        "expect_address_table": lambda: expect_address_table(reference.address_table),
+        "expect_worksheet": lambda: expect_worksheet(reference.worksheet),
+        "timing_points": lambda: gpu_timing.timing_points(2),
+    }
+    for name, call in calls.items():
+        with pytest.raises(CheckerFault, match="nbgrader_config.py") as info:
+            call()
+        assert str(info.value).startswith(name), name
+    monkeypatch.setenv("NBGRADER_EXECUTION", "validate")
+    expect_address_table(reference.address_table)
+
+
+def test_sandboxed_execute_refuses_without_the_secret(root, monkeypatch):
+    """Does SandboxedExecute refuse before running anything when the course lost its secret
+    between the start of grading and this notebook, recording why in the grading log?"""
+    from traitlets.config import Config
+
+    from grader.grading_log import read_record
+
+    monkeypatch.delenv(ENV)
+    monkeypatch.setattr(sandbox, "run_sandboxed", pytest.fail)
+    config = Config({"CourseDirectory": {"root": str(root)}})
+    resources = {
+        "metadata": {"path": str(root)},
+        "nbgrader": {"student": "ada", "assignment": "a1"},
+    }
+    with pytest.raises(sandbox.SandboxUnavailable, match="no course secret"):
+        sandbox.SandboxedExecute(config=config).preprocess(nbformat.v4.new_notebook(), resources)
+    record = read_record(root, "a1", "ada")
+    assert record.cause.startswith("no course secret")
