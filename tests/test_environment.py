@@ -1,12 +1,16 @@
-"""environment.yml and pyproject.toml agree, so conda and pip users get the same packages."""
+"""pyproject.toml, environment.yml, the Makefile and CI install the same packages, torch and
+Triton in the range learning.workshops accepts at import."""
 
 from __future__ import annotations
 
 import re
+import subprocess
 import tomllib
 from pathlib import Path
 
 import yaml
+
+from learning.workshops import versions
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -45,3 +49,29 @@ def test_pinned_versions_agree():
     for entry in pip:
         if entry != "-e .":
             assert entry.replace(" ", "") == pins[names([entry]).pop()]
+
+
+def test_supported_range_is_what_both_files_require():
+    """Do pyproject.toml and environment.yml require exactly the torch and Triton range that
+    learning.workshops accepts at import?"""
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    env = yaml.safe_load((REPO / "environment.yml").read_text())
+    pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict))
+    for name in versions.SUPPORTED:
+        assert versions.requirement(name) in project["dependencies"]
+        assert versions.requirement(name) in pip
+
+
+def test_ci_takes_torch_from_the_cpu_index_through_make():
+    """Does CI build the environment as `make test` does, with torch's CPU build?"""
+    ci = (REPO / ".ci" / "run").read_text()
+    assert f"make test TORCH_INDEX={versions.CPU_INDEX}" in ci
+
+
+def test_make_installs_the_supported_torch():
+    """Does the Makefile's .venv recipe install pyproject's torch range from the index given?"""
+    index = f"TORCH_INDEX={versions.CPU_INDEX}"
+    made = subprocess.run(
+        ["make", "-n", "-B", "venv", index], cwd=REPO, capture_output=True, text=True, check=True
+    )
+    assert f'--index-url {versions.CPU_INDEX} "{versions.requirement("torch")}"' in made.stdout

@@ -15,7 +15,13 @@ import torch
 
 FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 MAX_WIDTH = 65536
-"""Widest row one program holds in registers; wider rows need a looped kernel."""
+"""Widest row the one-program-per-row kernel accepts, a limit of this course, not of Triton.
+
+The row is one block, and 65536 fp32 values would fill every register of an SM (65536
+32-bit registers on an H200; a thread gets at most 255), so no program keeps such a row in
+registers: the compiler spills much of it to local memory (per-thread memory in the GPU's
+DRAM, cached in L1/L2), still correct but slow. Wider rows need a looped kernel.
+"""
 
 
 def interpreter_active() -> bool:
