@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import ast
+import json
 
 import pytest
+import torch
 from triton.compiler.errors import CompilationError
 
-from learning.workshops.cases import PUBLIC_CASES, run_case
+from learning.workshops.cases import PUBLIC_CASES, CaseResult, Failure, run_case
 
 TRANSPOSE = next(c for c in PUBLIC_CASES if c.name == "transpose")
 KERNEL = "def k(X, Y, N):\n    y = tl.load(X)\n    tl.store(Y + N * (1 << 40), y)\n"
@@ -62,3 +64,22 @@ def test_other_exceptions_stay_exceptions():
     result = run_case(raising(KeyError("BLOCK")), "strided_softmax", TRANSPOSE, "cpu", 0)
     assert result.failure == "exception"
     assert result.detail.endswith("raised KeyError: 'BLOCK'")
+
+
+def test_the_first_check_that_finds_a_failure_gives_the_verdict():
+    """With the shape and the dtype both wrong, is the shape (checked first) the verdict?"""
+
+    def wrong(x, num_warps=4):
+        return x.new_zeros((x.shape[1], x.shape[0]), dtype=torch.float64)
+
+    result = run_case(wrong, "strided_softmax", TRANSPOSE, "cpu", 0)
+    assert result.failure is Failure.SHAPE
+    assert result.verdict.text.endswith("output shape (5, 7), expected (7, 5)")
+    assert result.detail == f"transpose: {result.verdict.text}"
+
+
+def test_a_result_crosses_the_childs_pipe_whole():
+    """Does a result sent as a child's event come back equal, its failure an enum again?"""
+    result = run_case(raising(KeyError("BLOCK")), "strided_softmax", TRANSPOSE, "cpu", 0)
+    back = CaseResult.from_event(json.loads(json.dumps(result.to_event())))
+    assert back == result and back.failure is Failure.EXCEPTION

@@ -9,16 +9,18 @@ failed case says what kind of failure it was; `hints` turns those into clues.
 from __future__ import annotations
 
 import contextlib
+import enum
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from functools import cached_property
 
 import torch
 from triton.compiler.errors import CompilationError
 
-from learning.workshops.allocations import GuardAllocations
+from learning.workshops.allocations import GuardAllocations, Guards
 from learning.workshops.audit import Finding, Trace, audit
 from learning.workshops.contracts import interpreter_active
-from learning.workshops.launches import count_launches
+from learning.workshops.launches import LaunchLog, count_launches
 from learning.workshops.views import Geometry, describe, geometry, sentinel_view
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
@@ -29,47 +31,60 @@ TOLERANCES = {  # (rtol, atol) against a float64 reference
 }
 BAD_INPUTS = ("3-d", "int-dtype", "warps-6", "cpu-input")
 
-FAILURES = (
-    "exception",  # the call raised
-    "memory",  # the call ran out of host or device memory
-    "not-a-tensor",
-    "shape",
-    "dtype",
-    "device",
-    "layout",  # output is not contiguous
-    "input-written",  # the input's storage changed
-    "no-launch",  # no Triton kernel ran
-    "outside-kernel",  # torch read the input outside the kernel: a copy or torch compute
-    "launch-on-empty",  # a kernel was launched for zero rows
-    "nonfinite",  # NaN or inf where the reference is finite
-    "sum-low",  # every value finite but rows sum to less than one
-    "permuted",  # the right values in the wrong places
-    "ambiguous",  # nearly all-equal expected values in other places: loads or stores
-    "values",  # other wrong values
-    "stale",  # a repeated call returned an earlier result
-    "not-raised",  # bad input accepted
-    "unclear-error",  # bad input rejected with an error that does not name it
-    "overrun",  # lanes past a row's end loaded or stored (no mask): audit, or an output guard
-    "ownership",  # audit: an output element written by two programs of a launch, or by none
-    "out-of-bounds",  # audit: a load outside the view's footprint or any tensor
-    "internal-error",  # the checks themselves raised: the checker's fault, not the student's
-)
+
+class Failure(enum.StrEnum):
+    """How a case failed. A failure that leads to one hint is named as that hint; the values
+    are what results, `check --json` and the agreement report carry."""
+
+    EXCEPTION = "exception"  # the call raised
+    MEMORY = "memory"  # the call ran out of host or device memory
+    CRASH = "crash"  # the process died during the case (see `isolation`)
+    TIMEOUT = "timeout"  # the case did not finish in time (see `isolation`)
+    NOT_A_TENSOR = "not-a-tensor"
+    SHAPE = "shape"
+    DTYPE = "dtype"
+    DEVICE = "device"
+    LAYOUT = "layout"  # output is not contiguous
+    INPUT_WRITTEN = "input-written"  # the input's storage changed
+    NO_KERNEL = "no-launch"  # no Triton kernel ran
+    COPY = "outside-kernel"  # torch read the input outside the kernel: a copy or torch compute
+    EMPTY_ROWS = "launch-on-empty"  # a kernel was launched for zero rows
+    NONFINITE = "nonfinite"  # NaN or inf where the reference is finite
+    SUM_LOW = "sum-low"  # every value finite but rows sum to less than one
+    PERMUTED = "permuted"  # the right values in the wrong places
+    AMBIGUOUS = "ambiguous"  # nearly all-equal expected values in other places: loads or stores
+    VALUES = "values"  # other wrong values
+    STALE_OUTPUT = "stale"  # a repeated call returned an earlier result
+    NOT_RAISED = "not-raised"  # bad input accepted
+    UNCLEAR_ERROR = "unclear-error"  # bad input rejected with an error that does not name it
+    STORE_MASK = "overrun"  # lanes past a row's end loaded or stored: audit, or an output guard
+    OWNERSHIP = "ownership"  # audit: an output element written by two programs, or by none
+    OUT_OF_BOUNDS = "out-of-bounds"  # audit: a load outside the view's footprint or any tensor
+    INTERNAL_ERROR = "internal-error"  # the checks themselves raised: the checker's fault
+
 
 AUDIT_FAILURES = {  # the ownership audit's finding kinds, as failures
-    "input-store": "input-written",
-    "overrun": "overrun",
-    "stray-store": "ownership",
-    "duplicate": "ownership",
-    "unwritten": "ownership",
-    "stray-load": "out-of-bounds",
-    "footprint": "out-of-bounds",
+    "input-store": Failure.INPUT_WRITTEN,
+    "overrun": Failure.STORE_MASK,
+    "stray-store": Failure.OWNERSHIP,
+    "duplicate": Failure.OWNERSHIP,
+    "unwritten": Failure.OWNERSHIP,
+    "stray-load": Failure.OUT_OF_BOUNDS,
+    "footprint": Failure.OUT_OF_BOUNDS,
 }
 FAULT_ORDER = ("input-store", "overrun", "stray-store", "stray-load", "duplicate", "footprint")
 """Which fault names the failure when a call shows several: a store into the input first,
 then lanes past a row (the cause of the strays and races they make), then the rest.
 Unwritten elements come last: they are usually what another fault left behind."""
-AUDITED = ("nonfinite", "sum-low", "permuted", "ambiguous", "values")
-"""Failures about the values: the audit's findings outrank or explain them."""
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """How a case ended: its failure (None when it passed) and what it showed, in words that
+    name the values (`check` prints the text beside the case's name)."""
+
+    failure: Failure | None
+    text: str
 
 
 @dataclass(frozen=True)
@@ -104,15 +119,31 @@ class Case:
 
 @dataclass
 class CaseResult:
-    """What running one case showed."""
+    """What running one case showed: `detail` is the line students read, the case's name and
+    the verdict's text (`verdict` is None only in a result built by hand)."""
 
     name: str
     passed: bool
     detail: str = ""
-    failure: str | None = None
+    failure: Failure | None = None
     features: list[str] = field(default_factory=list)
     launches: int = 0
     cols: int = 0
+    verdict: Verdict | None = None
+
+    @classmethod
+    def of(cls, case: Case, verdict: Verdict, launches: int = 0, cols: int = 0) -> CaseResult:
+        """The result of `case`, judged by `verdict`."""
+        return cls(
+            case.name,
+            verdict.failure is None,
+            f"{case.name}: {verdict.text}",
+            verdict.failure,
+            sorted(case.features),
+            launches,
+            cols,
+            verdict,
+        )
 
     def to_json(self) -> dict:
         return {
@@ -124,6 +155,18 @@ class CaseResult:
             "launches": self.launches,
             "cols": self.cols,
         }
+
+    def to_event(self) -> dict:
+        """The result as a child process reports it: the JSON and the verdict's text."""
+        return {**self.to_json(), "text": self.verdict.text}
+
+    @classmethod
+    def from_event(cls, event: dict) -> CaseResult:
+        """The result a child process reported with `to_event`."""
+        fields = dict(event)
+        text, failure = fields.pop("text"), fields.pop("failure")
+        failure = Failure(failure) if failure else None
+        return cls(**fields, failure=failure, verdict=Verdict(failure, text))
 
 
 class _Returned:
@@ -217,43 +260,113 @@ def run_case(
 ) -> CaseResult:
     """Run `fn` on `case` and say whether, and how, it failed."""
     generator = torch.Generator().manual_seed(seed)
-    features = sorted(case.features)
     if case.bad_input:
-        failure, detail = _run_bad_input(fn, case, device, generator)
-        return CaseResult(case.name, failure is None, detail, failure, features)
+        return CaseResult.of(case, _run_bad_input(fn, case, device, generator))
     with count_launches() as launches:
-        failure, detail = _run_view(fn, OPS[op], case, torch.device(device), generator)
-    return CaseResult(
-        case.name, failure is None, detail, failure, features, len(launches), case.cols
-    )
+        verdict = _run_view(fn, OPS[op], case, torch.device(device), generator)
+    return CaseResult.of(case, verdict, len(launches), case.cols)
 
 
-def _run_view(fn, op: Op, case: Case, device, generator) -> tuple[str | None, str]:
-    g = case.geometry
-    dtype = DTYPES[case.dtype]
-    storage, x = sentinel_view(g, dtype, device, generator, case.fill)
-    where = f"{case.name}: {describe(x)}"
-    before = storage.clone()
+@dataclass
+class Call:
+    """One call of the function under test on a case's view: what the checks look at."""
+
+    fn: Callable
+    op: Op
+    case: Case
+    label: str  # the call, as a later call returning the same tensor names it
+    x: torch.Tensor
+    storage: torch.Tensor  # the NaN-filled storage under `x`, after the call
+    before: torch.Tensor  # the storage before the call
+    out: object  # what the call returned, or the exception it raised
+    launches: LaunchLog | None  # its launches and torch's reads of x; None: not recorded
+    trace: Trace | None  # the ownership audit: under the interpreter, on CPU tensors only
+    guards: Guards  # the guarded buffers the call allocated
+    generator: torch.Generator
+
+    @property
+    def reads(self) -> list[str]:
+        """Torch operations that read the input outside a kernel."""
+        return [] if self.launches is None else self.launches.torch_reads
+
+    @cached_property
+    def reference(self) -> torch.Tensor:
+        return self.op.reference(self.x)
+
+    @cached_property
+    def wrong_values(self) -> Verdict | None:
+        """How the output's values differ from the reference, or None when they do not."""
+        return _compare(self.out, self.reference, self.x.dtype, self.op)
+
+    @cached_property
+    def findings(self) -> list[Finding]:
+        """The audit's findings about the output and the loads (none without an audit)."""
+        if self.trace is None or not self.case.rows:
+            return []
+        return self.trace.verify(self.x, self.out)
+
+    @cached_property
+    def fault(self) -> Finding | None:
+        """The audit's first fault by `FAULT_ORDER`. Elements never written count only with
+        right values: with wrong ones they are a symptom (a block too small, say)."""
+        faults = [f for f in self.findings if f.fault]
+        if faults and self.wrong_values:
+            faults = [f for f in faults if f.kind != "unwritten"]
+        rank = {kind: i for i, kind in enumerate(FAULT_ORDER)}
+        return min(faults, key=lambda f: rank.get(f.kind, len(rank)), default=None)
+
+    def found(self, failure: Failure, text: str) -> Verdict:
+        """A verdict on the output; torch's reads of the input join it as evidence."""
+        if self.reads:
+            text = f"{text}; also {_outside(self.reads)}"
+        return Verdict(failure, text)
+
+    def again(self) -> Call:
+        """A second call on the same storage, refilled with new values where it held no NaN."""
+        fresh = torch.randn(self.storage.shape, generator=self.generator, dtype=torch.float64)
+        keep_nan = self.storage.isnan()
+        kept = torch.where(keep_nan.cpu(), self.storage.double().cpu(), fresh)
+        self.storage.copy_(kept.to(self.storage))
+        before = self.storage.clone()
+        out = _called(self.fn, self.x, self.case.num_warps)
+        label = f"{self.case.name} (second call)"
+        return replace(
+            self, label=label, before=before, out=out, launches=None, trace=None, guards=Guards()
+        )
+
+
+Check = Callable[[Call], Verdict | None]
+
+
+def _run_view(fn, op: Op, case: Case, device, generator) -> Verdict:
+    """Call `fn` on the case's view, audited and counted; the first check that finds a
+    failure gives the verdict."""
+    storage, x = sentinel_view(case.geometry, DTYPES[case.dtype], device, generator, case.fill)
+    where, before = describe(x), storage.clone()
     with count_launches(watch=x) as launches, _audit(x) as trace, GuardAllocations() as mode:
-        try:
-            out = fn(x, num_warps=case.num_warps)
-        except Exception as exc:  # the student's error is the evidence
-            out = exc
-    if trace is not None and trace.refused is not None:  # caught before it touched memory
-        finding = trace.verify(x)[0]
-        return AUDIT_FAILURES[finding.kind], f"{where}: {finding.text}"
-    if isinstance(out, Exception):
-        return _exception_kind(out), f"{where}: {_raised(out)}"
-    stray = mode.guards.stray()  # on a GPU, where no audit refused the store
-    if stray:
-        return stray[0], f"{where}: {stray[1]}"
-    problem = _check_output(case.name, out, x, op, before, storage, len(launches), g.rows)
-    if trace is not None and g.rows and (problem is None or problem[0] in AUDITED):
-        problem = _audited(trace.verify(x, out), problem)
-    problem = _read_outside_kernel(launches.torch_reads, problem)
-    if problem is None and case.repeat:
-        return _run_repeat(fn, op, case, x, out, storage, generator, where)
-    return (problem[0] if problem else None), _explain(where, problem)
+        out = _called(fn, x, case.num_warps)
+    call = Call(
+        fn, op, case, case.name, x, storage, before, out, launches, trace, mode.guards, generator
+    )
+    verdict = _first(CHECKS, call) or Verdict(None, "ok")
+    return replace(verdict, text=f"{where}: {verdict.text}")
+
+
+def _called(fn: Callable, x: torch.Tensor, num_warps: int) -> object:
+    """What `fn(x, num_warps=...)` returned, or the exception it raised."""
+    try:
+        return fn(x, num_warps=num_warps)
+    except Exception as exc:  # the student's error is the evidence
+        return exc
+
+
+def _first(checks: tuple[Check, ...], call: Call) -> Verdict | None:
+    """The verdict of the first check that finds a failure, or None when none does."""
+    for check in checks:
+        verdict = check(call)
+        if verdict is not None:
+            return verdict
+    return None
 
 
 def _audit(x: torch.Tensor) -> contextlib.AbstractContextManager[Trace | None]:
@@ -263,79 +376,211 @@ def _audit(x: torch.Tensor) -> contextlib.AbstractContextManager[Trace | None]:
     return contextlib.nullcontext()
 
 
-def _audited(findings: list[Finding], problem: tuple[str, str] | None):
-    """A fault (a store into the input or past a row, a load off the view, an element
-    written by two programs, or by none) fails the case whatever the values. With wrong
-    values, elements never written are a symptom (a block too small, say) and join them as
-    evidence, as do findings that are not faults."""
-    faults = sorted(
-        (f for f in findings if f.fault and (problem is None or f.kind != "unwritten")),
-        key=lambda f: FAULT_ORDER.index(f.kind) if f.kind in FAULT_ORDER else len(FAULT_ORDER),
-    )
-    if faults:
-        return AUDIT_FAILURES[faults[0].kind], faults[0].text
-    if problem and findings:
-        kind = "overrun" if findings[0].kind == "overrun" else problem[0]
-        return kind, f"{problem[1]}; audit: {findings[0].text}"
-    return problem
+def _outside(reads: list[str]) -> str:
+    return f"torch read the input outside the kernel: {reads[0]}"
 
 
-def _read_outside_kernel(reads: list[str], problem: tuple[str, str] | None):
-    """Torch reading the input besides the kernel is a second pass over memory: with right
-    values, or an output the kernel did not write (torch's result returned instead), that
-    is the failure; with other wrong values, the reads join the evidence."""
-    if not reads:
-        return problem
-    what = f"torch read the input outside the kernel: {reads[0]}"
-    if problem is None:
-        return "outside-kernel", f"{what}; the kernel must be the only reader of x"
-    if problem[0] == "ownership":
-        return "outside-kernel", f"{what}, and the output returned is not what the kernel wrote"
-    return problem[0], f"{problem[1]}; also {what}"
-
-
-def _check_output(name: str, out, x, op: Op, before, storage, launches: int, rows: int):
-    """The first contract the output breaks, as a failure name with its detail, or None."""
-    if not isinstance(out, torch.Tensor):
-        return "not-a-tensor", f"returned {type(out).__name__}, expected a torch.Tensor"
-    earlier = _RETURNED.remember(out, name)
-    if earlier:
-        return "stale", f"returned the very tensor an earlier call returned ({earlier})"
-    if not torch.equal(before.isnan(), storage.isnan()) or not torch.equal(
-        before.nan_to_num(), storage.nan_to_num()
-    ):
-        changed = (before.nan_to_num() != storage.nan_to_num()) | (
-            before.isnan() != storage.isnan()
-        )
-        index = int(changed.nonzero()[0])
-        return "input-written", f"the input's storage changed at index {index}"
-    if tuple(out.shape) != tuple(x.shape):
-        return "shape", f"output shape {tuple(out.shape)}, expected {tuple(x.shape)}"
-    if out.dtype != x.dtype:
-        return "dtype", f"output dtype {out.dtype}, expected {x.dtype} (the input's)"
-    if out.device != x.device:
-        return "device", f"output on {out.device}, expected {x.device} (the input's)"
-    if not out.is_contiguous():
-        return "layout", (
-            f"output has strides {tuple(out.stride())}; a new contiguous output has "
-            f"strides {(x.shape[1], 1)}"
-        )
-    if rows == 0:
-        if launches:
-            return "launch-on-empty", f"{launches} kernel launch(es) for an input with no rows"
+def _refused(call: Call) -> Verdict | None:
+    """The audit refused a load or store before it touched memory."""
+    if call.trace is None or call.trace.refused is None:
         return None
-    problem = _compare(out, op.reference(x), x.dtype, op)
-    if launches == 0:
-        if problem:
-            return (
-                "stale",
-                f"no kernel ran and the values are wrong, as if from an earlier call; {problem[1]}",
-            )
-        return "no-launch", "no Triton kernel was launched; the values came from elsewhere"
-    return problem
+    finding = call.trace.verify(call.x)[0]
+    return Verdict(AUDIT_FAILURES[finding.kind], finding.text)
 
 
-def _compare(out, ref, dtype, op: Op):
+def _raised(call: Call) -> Verdict | None:
+    if not isinstance(call.out, Exception):
+        return None
+    return Verdict(_exception_kind(call.out), _raised_text(call.out))
+
+
+def _past_allocation(call: Call) -> Verdict | None:
+    """A store past the end of a buffer the call allocated (what a GPU shows, unaudited)."""
+    stray = call.guards.stray()
+    return Verdict(Failure(stray[0]), stray[1]) if stray else None
+
+
+def _not_a_tensor(call: Call) -> Verdict | None:
+    if isinstance(call.out, torch.Tensor):
+        return None
+    return call.found(
+        Failure.NOT_A_TENSOR, f"returned {type(call.out).__name__}, expected a torch.Tensor"
+    )
+
+
+def _returned_before(call: Call) -> Verdict | None:
+    """The tensor an earlier call returned (each output is remembered here, once)."""
+    earlier = _RETURNED.remember(call.out, call.label)
+    if not earlier:
+        return None
+    return call.found(
+        Failure.STALE_OUTPUT, f"returned the very tensor an earlier call returned ({earlier})"
+    )
+
+
+def _input_written(call: Call) -> Verdict | None:
+    before, after = call.before, call.storage
+    changed = (before.nan_to_num() != after.nan_to_num()) | (before.isnan() != after.isnan())
+    if not bool(changed.any()):
+        return None
+    index = int(changed.nonzero()[0])
+    return call.found(Failure.INPUT_WRITTEN, f"the input's storage changed at index {index}")
+
+
+def _wrong_shape(call: Call) -> Verdict | None:
+    got, expected = tuple(call.out.shape), tuple(call.x.shape)
+    if got == expected:
+        return None
+    return call.found(Failure.SHAPE, f"output shape {got}, expected {expected}")
+
+
+def _wrong_dtype(call: Call) -> Verdict | None:
+    got, expected = call.out.dtype, call.x.dtype
+    if got == expected:
+        return None
+    return call.found(Failure.DTYPE, f"output dtype {got}, expected {expected} (the input's)")
+
+
+def _wrong_device(call: Call) -> Verdict | None:
+    got, expected = call.out.device, call.x.device
+    if got == expected:
+        return None
+    return call.found(Failure.DEVICE, f"output on {got}, expected {expected} (the input's)")
+
+
+def _not_contiguous(call: Call) -> Verdict | None:
+    if call.out.is_contiguous():
+        return None
+    return call.found(
+        Failure.LAYOUT,
+        f"output has strides {tuple(call.out.stride())}; a new contiguous output has "
+        f"strides {(call.x.shape[1], 1)}",
+    )
+
+
+def _launched_on_empty(call: Call) -> Verdict | None:
+    count = len(call.launches)
+    if call.case.rows or not count:
+        return None
+    return call.found(Failure.EMPTY_ROWS, f"{count} kernel launch(es) for an input with no rows")
+
+
+def _no_launch(call: Call) -> Verdict | None:
+    """No kernel ran: wrong values came from an earlier call, right ones from elsewhere."""
+    if not call.case.rows or len(call.launches):
+        return None
+    wrong = call.wrong_values
+    if wrong:
+        return call.found(
+            Failure.STALE_OUTPUT,
+            f"no kernel ran and the values are wrong, as if from an earlier call; {wrong.text}",
+        )
+    return call.found(
+        Failure.NO_KERNEL, "no Triton kernel was launched; the values came from elsewhere"
+    )
+
+
+def _torch_result(call: Call) -> Verdict | None:
+    """Torch read the input and the output is not what the kernel wrote: torch's result."""
+    if not call.reads or call.fault is None:
+        return None
+    if AUDIT_FAILURES[call.fault.kind] is not Failure.OWNERSHIP:
+        return None
+    text = f"{_outside(call.reads)}, and the output returned is not what the kernel wrote"
+    return Verdict(Failure.COPY, text)
+
+
+def _audit_fault(call: Call) -> Verdict | None:
+    """A store into the input or past a row, a load off the view, an element written by two
+    programs (or, with right values, by none): wrong whatever the values."""
+    fault = call.fault
+    return call.found(AUDIT_FAILURES[fault.kind], fault.text) if fault else None
+
+
+def _values(call: Call) -> Verdict | None:
+    """Wrong values; the audit's first finding joins them as evidence (an overrun, when it
+    is one, names the failure)."""
+    wrong = call.wrong_values if call.case.rows else None
+    if wrong is None:
+        return None
+    if not call.findings:
+        return call.found(wrong.failure, wrong.text)
+    first = call.findings[0]
+    failure = Failure.STORE_MASK if first.kind == "overrun" else wrong.failure
+    return call.found(failure, f"{wrong.text}; audit: {first.text}")
+
+
+def _torch_reads(call: Call) -> Verdict | None:
+    """Right values, and torch read the input besides the kernel: a second pass over memory."""
+    if not call.reads:
+        return None
+    return Verdict(Failure.COPY, f"{_outside(call.reads)}; the kernel must be the only reader of x")
+
+
+def _second_call(call: Call) -> Verdict | None:
+    """With `repeat`: a second call on new values in the same storage must give new results,
+    and leave the first call's output as it was."""
+    if not call.case.repeat:
+        return None
+    first_reference = call.reference
+    second = call.again()
+    verdict = _first(SECOND_CALL_CHECKS, second)
+    if verdict is not None:
+        return _as_second(verdict)
+    if _compare(call.out, first_reference, call.x.dtype, call.op) is not None:
+        text = "the first call's output changed when the function was called again"
+        return Verdict(Failure.STALE_OUTPUT, text)
+    return None
+
+
+def _as_second(verdict: Verdict) -> Verdict:
+    """A second call's verdict: the raise named as the second call's, wrong values as old."""
+    if verdict.failure in (Failure.EXCEPTION, Failure.MEMORY):
+        return replace(verdict, text=f"second call {verdict.text}")
+    if verdict.failure in (Failure.VALUES, Failure.PERMUTED):
+        return Verdict(Failure.STALE_OUTPUT, f"the second call with new values {verdict.text}")
+    return verdict
+
+
+CHECKS: tuple[Check, ...] = (
+    _refused,  # the audit stopped an access, so the call raised: the access is the finding
+    _raised,  # no output to look at
+    _past_allocation,  # a store ran past a buffer (seen on a GPU): the values are moot
+    _not_a_tensor,  # every check below reads a tensor
+    _returned_before,  # an earlier call's tensor: nothing below would be about this call
+    _input_written,  # a changed input changes the reference the values are compared with
+    _wrong_shape,  # values compare only at one shape
+    _wrong_dtype,  # dtype, device, layout: the allocation, before what the kernel put in it
+    _wrong_device,
+    _not_contiguous,  # the audit and the values read the output as new and contiguous
+    _launched_on_empty,  # zero rows: a launch is all that is left to get wrong
+    _no_launch,  # no kernel ran: the audit saw nothing, and the values are not the kernel's
+    _torch_result,  # torch's result returned: the elements left unwritten are its symptom
+    _audit_fault,  # a fault is wrong whatever the values, and explains wrong ones
+    _values,  # wrong values, the audit's findings as evidence
+    _torch_reads,  # right values, but torch read the input too: a second pass over memory
+    _second_call,  # last: a repeat calls again only when the first call is right
+)
+"""What a call goes through, in order: the first check that finds a failure gives the
+verdict. The checks after `_past_allocation` are about the output: torch's reads of the input
+join their verdicts as evidence (`Call.found`)."""
+
+SECOND_CALL_CHECKS: tuple[Check, ...] = (
+    _raised,
+    _not_a_tensor,
+    _returned_before,
+    _input_written,
+    _wrong_shape,
+    _wrong_dtype,
+    _wrong_device,
+    _not_contiguous,
+    _values,
+)
+"""A repeat's second call, in the order of `CHECKS`: no audit or guard watched it, and its
+launches and reads were not recorded."""
+
+
+def _compare(out, ref, dtype, op: Op) -> Verdict | None:
     got = out.double()
     rtol, atol = (0.0, 0.0) if op.exact else TOLERANCES[dtype]
     close = torch.isclose(got, ref, rtol=rtol, atol=atol, equal_nan=True)
@@ -348,49 +593,24 @@ def _compare(out, ref, dtype, op: Op):
         f"got {got[r, c].item():.6g}, expected {ref[r, c].item():.6g}"
     )
     if bool((~torch.isfinite(got) & torch.isfinite(ref)).any()):
-        return "nonfinite", f"NaN or inf where the reference is finite; {where}"
+        return Verdict(Failure.NONFINITE, f"NaN or inf where the reference is finite; {where}")
     if torch.allclose(got.flatten().sort().values, ref.flatten().sort().values, rtol, atol):
         if torch.unique(ref).numel() < ref.numel() // 2:
-            return "ambiguous", (
+            return Verdict(
+                Failure.AMBIGUOUS,
                 "the expected values, nearly all equal (rows of ±1e4 give one-hot rows), in "
-                f"other places: wrong loads or wrong stores could do that; {where}"
+                f"other places: wrong loads or wrong stores could do that; {where}",
             )
-        return "permuted", f"the right values in the wrong places; {where}"
+        return Verdict(Failure.PERMUTED, f"the right values in the wrong places; {where}")
     if not op.exact:
         sums = got.sum(dim=1)
         low = sums < 1 - 4 * rtol  # beyond the rounding of N outputs
         high = sums > 1 + 4 * rtol  # mass moved between rows, not lost: a layout problem
         if bool(low.any()) and not bool(high.any()):
             row = int(low.nonzero()[0])
-            return "sum-low", f"row {row} sums to {sums[row].item():.6g}, not 1; {where}"
-    return "values", where
-
-
-def _explain(where: str, problem: tuple[str, str] | None) -> str:
-    if problem is None:
-        return f"{where}: ok"
-    return f"{where}: {problem[1]}"
-
-
-def _run_repeat(fn, op: Op, case: Case, x, out, storage, generator, where):
-    """Call again on the same storage with new values: both results must stay right."""
-    first_ref = op.reference(x)
-    fresh = torch.randn(storage.shape, generator=generator, dtype=torch.float64)
-    keep_nan = storage.isnan()
-    storage.copy_(torch.where(keep_nan.cpu(), storage.double().cpu(), fresh).to(storage))
-    before = storage.clone()
-    try:
-        second = fn(x, num_warps=case.num_warps)
-    except Exception as exc:
-        return _exception_kind(exc), f"{where}: second call {_raised(exc)}"
-    problem = _check_output(
-        f"{case.name} (second call)", second, x, op, before, storage, 1, case.rows
-    )
-    if problem and problem[0] in ("values", "permuted"):
-        problem = ("stale", "the second call with new values " + problem[1])
-    if problem is None and _compare(out, first_ref, x.dtype, op) is not None:
-        problem = ("stale", "the first call's output changed when the function was called again")
-    return (problem[0] if problem else None), _explain(where, problem)
+            text = f"row {row} sums to {sums[row].item():.6g}, not 1; {where}"
+            return Verdict(Failure.SUM_LOW, text)
+    return Verdict(Failure.VALUES, where)
 
 
 def _bad_input(kind: str, device, generator) -> tuple[torch.Tensor, int, tuple[str, ...]]:
@@ -410,39 +630,40 @@ def _bad_input(kind: str, device, generator) -> tuple[torch.Tensor, int, tuple[s
     raise ValueError(f"unknown bad input {kind!r}; choose one of {', '.join(BAD_INPUTS)}.")
 
 
-def _run_bad_input(fn, case: Case, device, generator) -> tuple[str | None, str]:
+def _run_bad_input(fn, case: Case, device, generator) -> Verdict:
+    """Call `fn` on a bad input: it must raise ValueError or TypeError naming the problem."""
     x, num_warps, words = _bad_input(case.bad_input, device, generator)
     what = (
-        f"{case.name}: {tuple(x.shape)} {str(x.dtype).removeprefix('torch.')} on {x.device}, "
+        f"{tuple(x.shape)} {str(x.dtype).removeprefix('torch.')} on {x.device}, "
         f"num_warps={num_warps}"
     )
     try:
         fn(x, num_warps=num_warps)
     except (ValueError, TypeError) as exc:
-        message = str(exc)
-        if any(word in message for word in words):
-            return None, f"{what}: refused ({type(exc).__name__})"
-        return "unclear-error", (
+        if any(word in str(exc) for word in words):
+            return Verdict(None, f"{what}: refused ({type(exc).__name__})")
+        return Verdict(
+            Failure.UNCLEAR_ERROR,
             f"{what}: raised {type(exc).__name__}({_first_line(exc)!r}), which does not name "
-            f"the problem (expected one of {', '.join(map(repr, words))} in the message)"
+            f"the problem (expected one of {', '.join(map(repr, words))} in the message)",
         )
     except Exception as exc:
-        return (
-            "unclear-error",
+        return Verdict(
+            Failure.UNCLEAR_ERROR,
             f"{what}: raised {type(exc).__name__}, expected ValueError or TypeError",
         )
-    return "not-raised", f"{what}: accepted; it must raise ValueError or TypeError"
+    return Verdict(Failure.NOT_RAISED, f"{what}: accepted; it must raise ValueError or TypeError")
 
 
-def _exception_kind(exc: BaseException) -> str:
-    """ "memory" when the call ran out of host or device memory, else "exception"."""
+def _exception_kind(exc: BaseException) -> Failure:
+    """MEMORY when the call ran out of host or device memory, else EXCEPTION."""
     text = str(exc).lower()
     if isinstance(exc, MemoryError) or "can't allocate memory" in text or "out of memory" in text:
-        return "memory"
-    return "exception"
+        return Failure.MEMORY
+    return Failure.EXCEPTION
 
 
-def _raised(exc: BaseException) -> str:
+def _raised_text(exc: BaseException) -> str:
     """'raised Name: first line of its message', or 'raised Name' when it has none."""
     message = _compile_error(exc) if isinstance(exc, CompilationError) else _first_line(exc)
     return f"raised {type(exc).__name__}" + (f": {message}" if message else "")

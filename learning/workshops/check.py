@@ -119,9 +119,8 @@ def format_report(report: Report, show_hints: bool) -> str:
     lines += [f"  note: {note}" for note in report.notes]
     width = max((len(r.name) for r in report.results), default=0)
     for r in report.results:
-        detail = r.detail.split(": ", 1)[-1]
         tag = "PASS" if r.passed else "ERROR" if r.failure == INTERNAL_ERROR else "FAIL"
-        lines.append(f"  {tag:<5} {r.name:<{width}}  {detail}")
+        lines.append(f"  {tag:<5} {r.name:<{width}}  {r.verdict.text}")
     faults = report.internal_errors
     if faults:
         lines.append("\n" + internal_message([r.detail for r in faults]))

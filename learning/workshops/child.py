@@ -81,7 +81,7 @@ def run_one(fn, job: dict, case, device, emit: Callable[..., None]) -> None:
     if error is not None:
         emit("internal-error", case=case.name, detail=describe(error), where=fault_site(error))
     else:
-        emit("result", **result.to_json())
+        emit("result", **result.to_event())
 
 
 def limit_memory(limit_bytes: int) -> None:

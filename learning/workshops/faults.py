@@ -10,10 +10,10 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
-from learning.workshops.cases import Case, CaseResult
+from learning.workshops.cases import Case, CaseResult, Failure, Verdict
 
-INTERNAL_ERROR = "internal-error"
-"""The failure kind of a case whose checks raised (listed in `cases.FAILURES`)."""
+INTERNAL_ERROR = Failure.INTERNAL_ERROR.value
+"""A case's failure when its checks raised, and the status of a test they raised in."""
 INTERNAL_EXIT = 3
 """The exit status of a command whose checker failed: the check, a hidden or timing child."""
 REPORT_IT = "Please report it with this output; your other results stand."
@@ -62,9 +62,7 @@ def fault_text(exc: BaseException) -> str:
 
 def internal_result(case: Case, text: str) -> CaseResult:
     """The failed result of a case whose checks raised; `text` says what and where."""
-    return CaseResult(
-        case.name, False, f"{case.name}: {text}", INTERNAL_ERROR, sorted(case.features)
-    )
+    return CaseResult.of(case, Verdict(Failure.INTERNAL_ERROR, text))
 
 
 def internal_message(details: list[str]) -> str:

@@ -8,89 +8,113 @@ and each message ends with what to look at next.
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from learning.workshops.cases import CaseResult
-from learning.workshops.faults import INTERNAL_ERROR
+from learning.workshops.cases import CaseResult, Failure
+
+
+class HintId(enum.StrEnum):
+    """A hint's id: what `check --hint` prints, the sidecars record and the zoo names."""
+
+    UNFINISHED = "unfinished"
+    CRASH = "crash"
+    TIMEOUT = "timeout"
+    MEMORY = "memory"
+    INPUT_WRITTEN = "input-written"
+    STALE_OUTPUT = "stale-output"
+    NO_KERNEL = "no-kernel"
+    COPY = "copy"
+    EMPTY_ROWS = "empty-rows"
+    VALIDATION = "validation"
+    DTYPE = "dtype"
+    STORE_MASK = "store-mask"
+    BLOCK_SIZE = "block-size"
+    PADDING = "padding"
+    STABILITY = "stability"
+    DOUBLE_OFFSET = "double-offset"
+    COLUMN_STRIDE = "column-stride"
+    OUTPUT_LAYOUT = "output-layout"
+
 
 MESSAGES = {
-    "unfinished": (
+    HintId.UNFINISHED: (
         "The function still raises NotImplementedError: fill in the cells marked "
         "YOUR CODE HERE, then run the check again."
     ),
-    "column-stride": (
+    HintId.COLUMN_STRIDE: (
         "Contiguous inputs pass but views whose columns are not adjacent fail: the load "
         "ignores the column stride. Load from X + row*SR + col*SC, with SC = x.stride(1)."
     ),
-    "double-offset": (
+    HintId.DOUBLE_OFFSET: (
         "Only views with a storage offset fail: the pointer Triton receives already points at "
         "the view's first element. Do not add x.storage_offset() again."
     ),
-    "output-layout": (
+    HintId.OUTPUT_LAYOUT: (
         "The output's shape or layout is wrong, or rows land in the wrong places: allocate a "
         "new contiguous output, torch.empty((M, N), dtype=x.dtype, device=x.device), and "
         "store at Y + row*N + col, with the output's strides, never the input's."
     ),
-    "store-mask": (
+    HintId.STORE_MASK: (
         "A store (or load) runs past the end of its row: lanes at columns N and beyond are "
         "active, so they write the next row's first elements or past the output. Pass "
         "mask=cols < N to tl.store as well as to tl.load."
     ),
-    "padding": (
+    HintId.PADDING: (
         "Probabilities are too small: rows sum to less than one, so masked lanes count in the "
         "sum. Load the tail with other=-float('inf') so exp() makes them zero."
     ),
-    "stability": (
+    HintId.STABILITY: (
         "Rows with large values give NaN or inf: exp overflows. Subtract the row maximum "
         "before exp (x - tl.max(x, axis=0))."
     ),
-    "block-size": (
+    HintId.BLOCK_SIZE: (
         "Wide or odd widths fail: the block must cover the whole row and be a power of two. "
         "Use BLOCK = triton.next_power_of_2(N) and mask the tail."
     ),
-    "dtype": (
+    HintId.DTYPE: (
         "The output's dtype differs from the input's: allocate the output with dtype=x.dtype "
         "and cast the fp32 result back when you store it."
     ),
-    "validation": (
+    HintId.VALIDATION: (
         "Bad input is not refused with a clear error: call "
         "learning.workshops.contracts.matrix(x) and warps(num_warps) before anything else."
     ),
-    "empty-rows": (
+    HintId.EMPTY_ROWS: (
         "Inputs with zero rows go wrong: return the empty output before launching; a grid of "
         "zero programs is not a launch to make."
     ),
-    "no-kernel": (
+    HintId.NO_KERNEL: (
         "No Triton kernel ran: the result must come from your kernel, launched as "
         "kernel[(M,)](...), not from torch."
     ),
-    "copy": (
+    HintId.COPY: (
         "Torch reads the input outside your kernel: x.contiguous() on a view, .to(), "
         ".float() or torch math make a second full pass over memory, the pass that reading "
         "the view through its strides avoids (x.contiguous() returns a contiguous input as "
         "it is, which is why only views fail). Pass x itself and x.stride() to the kernel "
         "and return the output the kernel writes."
     ),
-    "stale-output": (
+    HintId.STALE_OUTPUT: (
         "A second call with the same shape and new values returned old results: compute every "
         "call from its input; do not cache outputs."
     ),
-    "input-written": (
+    HintId.INPUT_WRITTEN: (
         "The input's memory changed: the kernel must only read X. Store into the new output "
         "Y, never through the input's pointer or strides."
     ),
-    "crash": (
+    HintId.CRASH: (
         "The implementation crashed the process (a segfault, a fatal error, or an illegal "
         "address on the GPU): look for a load or store without a mask, or an address computed "
         "from the wrong strides."
     ),
-    "memory": (
+    HintId.MEMORY: (
         "The implementation ran out of memory: a call allocates far more than one output of "
         "M x N. Look for allocations inside a loop, or a tensor sized from the storage "
         "rather than the view."
     ),
-    "timeout": (
+    HintId.TIMEOUT: (
         "The implementation did not finish in time: look for a loop that never ends, or a "
         "grid far larger than the number of rows."
     ),
@@ -101,7 +125,7 @@ MESSAGES = {
 class Hint:
     """A clue for one failure pattern, with the cases that show it."""
 
-    id: str
+    id: HintId
     message: str
     evidence: tuple[str, ...]
 
@@ -109,17 +133,21 @@ class Hint:
         return {"id": self.id, "message": self.message, "evidence": list(self.evidence)}
 
 
+Rule = Callable[[list[CaseResult]], list[CaseResult]]
+"""From the results not yet explained to the ones a hint explains (none: no match)."""
+
+
 def _has(result: CaseResult, feature: str) -> bool:
     return feature in result.features
 
 
-VALUE_FAILURES = ("values", "nonfinite", "permuted", "sum-low")
-ADDRESS_FAILURES = ("values", "nonfinite", "sum-low", "out-of-bounds")
+VALUE_FAILURES = (Failure.VALUES, Failure.NONFINITE, Failure.PERMUTED, Failure.SUM_LOW)
+ADDRESS_FAILURES = (Failure.VALUES, Failure.NONFINITE, Failure.SUM_LOW, Failure.OUT_OF_BOUNDS)
 """Wrong values, or loads off the view: what reading the wrong addresses gives. Right values
 in the wrong places ("permuted") come from where the output is written instead."""
 
 
-def _failing_only_where(feature: str) -> Callable[[list[CaseResult]], list[CaseResult]]:
+def _failing_only_where(feature: str) -> Rule:
     """A rule: every case with wrong values (or loads off the view) has `feature`, and some
     case without it passes."""
 
@@ -134,18 +162,23 @@ def _failing_only_where(feature: str) -> Callable[[list[CaseResult]], list[CaseR
     return rule
 
 
-def _failures(*kinds: str, feature: str | None = None):
-    """A rule: the cases that failed with one of `kinds` (and have `feature`, if given)."""
+def _failures(*kinds: Failure) -> Rule:
+    """A rule: the cases that failed with one of `kinds`."""
 
     def rule(results: list[CaseResult]) -> list[CaseResult]:
-        return [r for r in results if r.failure in kinds and (feature is None or _has(r, feature))]
+        return [r for r in results if r.failure in kinds]
 
     return rule
 
 
+def _empty_rows(results: list[CaseResult]) -> list[CaseResult]:
+    """Any failure of an input with zero rows."""
+    return [r for r in results if _has(r, "empty") and not r.passed]
+
+
 def _block_size(results: list[CaseResult]) -> list[CaseResult]:
     """Triton refused a block that is not a power of two, or only rows above a width fail."""
-    refused = [r for r in results if r.failure == "exception" and "power of 2" in r.detail]
+    refused = [r for r in results if r.failure == Failure.EXCEPTION and "power of 2" in r.detail]
     if refused:
         return refused
     views = [r for r in results if r.cols and not _has(r, "empty")]
@@ -158,14 +191,15 @@ def _block_size(results: list[CaseResult]) -> list[CaseResult]:
 
 def _padding(results: list[CaseResult]) -> list[CaseResult]:
     """Some row sums to less than one: every wrong width that is not a power of two counts."""
-    if not any(r.failure == "sum-low" for r in results):
+    if not any(r.failure == Failure.SUM_LOW for r in results):
         return []
     return [r for r in results if r.failure in VALUE_FAILURES and _has(r, "non-pow2")]
 
 
 def _stability(results: list[CaseResult]) -> list[CaseResult]:
+    """Every failed view has values near ±1e4 and gives NaN or inf."""
     failed = [r for r in results if not r.passed and not _has(r, "bad-input")]
-    if failed and all(_has(r, "large") and r.failure == "nonfinite" for r in failed):
+    if failed and all(_has(r, "large") and r.failure == Failure.NONFINITE for r in failed):
         return failed
     return []
 
@@ -178,27 +212,34 @@ def _unfinished(results: list[CaseResult]) -> list[CaseResult]:
     return []
 
 
-RULES: tuple[tuple[str, Callable[[list[CaseResult]], list[CaseResult]]], ...] = (
-    ("unfinished", _unfinished),
-    ("crash", _failures("crash")),
-    ("timeout", _failures("timeout")),
-    ("memory", _failures("memory")),
-    ("input-written", _failures("input-written")),
-    ("stale-output", _failures("stale")),
-    ("no-kernel", _failures("no-launch")),
-    ("copy", _failures("outside-kernel")),
-    ("empty-rows", lambda rs: [r for r in rs if _has(r, "empty") and not r.passed]),
-    ("validation", _failures("not-raised", "unclear-error")),
-    ("dtype", _failures("dtype")),
-    ("store-mask", _failures("overrun")),
-    ("block-size", _block_size),
-    ("padding", _padding),
-    ("stability", _stability),
-    ("double-offset", _failing_only_where("offset")),
-    ("column-stride", _failing_only_where("col-strided")),
+RULES: tuple[tuple[HintId, Rule], ...] = (
+    (HintId.UNFINISHED, _unfinished),
+    (HintId.CRASH, _failures(Failure.CRASH)),
+    (HintId.TIMEOUT, _failures(Failure.TIMEOUT)),
+    (HintId.MEMORY, _failures(Failure.MEMORY)),
+    (HintId.INPUT_WRITTEN, _failures(Failure.INPUT_WRITTEN)),
+    (HintId.STALE_OUTPUT, _failures(Failure.STALE_OUTPUT)),
+    (HintId.NO_KERNEL, _failures(Failure.NO_KERNEL)),
+    (HintId.COPY, _failures(Failure.COPY)),
+    (HintId.EMPTY_ROWS, _empty_rows),
+    (HintId.VALIDATION, _failures(Failure.NOT_RAISED, Failure.UNCLEAR_ERROR)),
+    (HintId.DTYPE, _failures(Failure.DTYPE)),
+    (HintId.STORE_MASK, _failures(Failure.STORE_MASK)),
+    (HintId.BLOCK_SIZE, _block_size),
+    (HintId.PADDING, _padding),
+    (HintId.STABILITY, _stability),
+    (HintId.DOUBLE_OFFSET, _failing_only_where("offset")),
+    (HintId.COLUMN_STRIDE, _failing_only_where("col-strided")),
     (
-        "output-layout",
-        _failures("layout", "shape", "not-a-tensor", "device", "permuted", "ownership"),
+        HintId.OUTPUT_LAYOUT,
+        _failures(
+            Failure.LAYOUT,
+            Failure.SHAPE,
+            Failure.NOT_A_TENSOR,
+            Failure.DEVICE,
+            Failure.PERMUTED,
+            Failure.OWNERSHIP,
+        ),
     ),
 )
 """Rules in order; each sees only the failures that earlier rules did not explain."""
@@ -208,7 +249,7 @@ def diagnose(results: list[CaseResult]) -> list[Hint]:
     """The hints whose failure pattern the results show, each with its evidence; a case the
     checker itself failed on (`internal-error`) is no evidence about the student's code."""
     hints = []
-    unexplained = [r for r in results if r.failure != INTERNAL_ERROR]
+    unexplained = [r for r in results if r.failure != Failure.INTERNAL_ERROR]
     for hint_id, rule in RULES:
         matched = rule(unexplained)
         if matched:

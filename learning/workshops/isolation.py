@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from learning.workshops.cases import Case, CaseResult
+from learning.workshops.cases import Case, CaseResult, Failure, Verdict
 from learning.workshops.child import child_env
 from learning.workshops.faults import internal_result
 
@@ -76,16 +76,8 @@ def run_isolated(
         run.results.append(failure)
         remaining = remaining[1:]
         if crashes >= MAX_CRASHES:
-            run.results.extend(
-                CaseResult(
-                    c.name,
-                    False,
-                    f"{c.name}: not run, the implementation crashed {crashes} times already",
-                    failure.failure,
-                    sorted(c.features),
-                )
-                for c in remaining
-            )
+            why = f"not run, the implementation crashed {crashes} times already"
+            run.results.extend(_failed(c, failure.failure, why) for c in remaining)
             break
     return run
 
@@ -126,7 +118,7 @@ def _run_child(impl, op, function, cases, seed, case_timeout_s, run: IsolatedRun
                     run.load_error = f"{impl} took over {LOAD_TIMEOUT_S:.0f} s to load."
                     return finished, None
                 why = f"no result after {case_timeout_s:.0f} s"
-                return finished, _failed(cases[finished], "timeout", why)
+                return finished, _failed(cases[finished], Failure.TIMEOUT, why)
             if event == "eof":
                 code = child.wait()
                 if finished == len(cases) or run.load_error:
@@ -134,7 +126,7 @@ def _run_child(impl, op, function, cases, seed, case_timeout_s, run: IsolatedRun
                 if not loaded:
                     run.load_error = f"the child process died loading {impl}: {_cause(code, log)}"
                     return finished, None
-                return finished, _failed(cases[finished], "crash", _cause(code, log))
+                return finished, _failed(cases[finished], Failure.CRASH, _cause(code, log))
             kind = event.pop("event")
             if kind == "load-error":
                 run.load_error = event["detail"]
@@ -144,7 +136,7 @@ def _run_child(impl, op, function, cases, seed, case_timeout_s, run: IsolatedRun
             elif kind == "start":
                 deadline = time.monotonic() + case_timeout_s
             elif kind == "result":
-                run.results.append(CaseResult(**event))
+                run.results.append(CaseResult.from_event(event))
                 finished += 1
             elif kind == "note":
                 run.notes.append(event["text"])
@@ -159,8 +151,8 @@ def _run_child(impl, op, function, cases, seed, case_timeout_s, run: IsolatedRun
         log.close()
 
 
-def _failed(case: Case, failure: str, why: str) -> CaseResult:
-    return CaseResult(case.name, False, f"{case.name}: {why}", failure, sorted(case.features))
+def _failed(case: Case, failure: Failure, why: str) -> CaseResult:
+    return CaseResult.of(case, Verdict(failure, why))
 
 
 def _cause(code: int, log) -> str:

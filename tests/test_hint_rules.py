@@ -1,0 +1,210 @@
+"""Every hint rule, one row each: results that must give exactly that hint, and near misses
+that must not give it. Synthetic results only: no kernel runs."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import pytest
+
+from learning.workshops.cases import PUBLIC_CASES, CaseResult, Failure
+from learning.workshops.hints import RULES, HintId, diagnose
+
+CASES = {case.name: case for case in PUBLIC_CASES}
+
+
+def ok(name: str) -> CaseResult:
+    """A passed public case."""
+    return fail(name, None)
+
+
+def fail(name: str, failure: Failure | None, text: str = "") -> CaseResult:
+    """A public case's result as `run_case` builds it: its features, and its width for views."""
+    case = CASES[name]
+    cols = 0 if case.bad_input else case.cols
+    detail = f"{name}: {text}"
+    return CaseResult(name, failure is None, detail, failure, sorted(case.features), cols=cols)
+
+
+class Row(NamedTuple):
+    hint: HintId
+    hits: tuple[list[CaseResult], ...]  # each must give exactly [hint]
+    misses: tuple[list[CaseResult], ...]  # none may give hint
+
+
+NOT_IMPLEMENTED = "raised NotImplementedError"
+VALUES = "3 of 35 values differ"
+ROWS = (
+    Row(
+        HintId.UNFINISHED,
+        ([fail("contiguous", Failure.EXCEPTION, NOT_IMPLEMENTED)],),
+        (
+            [
+                fail("contiguous", Failure.EXCEPTION, NOT_IMPLEMENTED),
+                fail("transpose", Failure.EXCEPTION, "raised KeyError: 'BLOCK'"),
+            ],
+        ),
+    ),
+    Row(
+        HintId.CRASH,
+        ([ok("contiguous"), fail("transpose", Failure.CRASH, "killed by SIGSEGV")],),
+        ([fail("transpose", Failure.EXCEPTION, "raised RuntimeError: crash")],),
+    ),
+    Row(
+        HintId.TIMEOUT,
+        ([fail("transpose", Failure.TIMEOUT, "no result after 120 s")],),
+        ([fail("transpose", Failure.EXCEPTION, "raised TimeoutError")],),
+    ),
+    Row(
+        HintId.MEMORY,
+        ([fail("transpose-wide", Failure.MEMORY, "raised MemoryError")],),
+        ([fail("transpose-wide", Failure.EXCEPTION, "raised RuntimeError: memory")],),
+    ),
+    Row(
+        HintId.INPUT_WRITTEN,
+        ([fail("contiguous", Failure.INPUT_WRITTEN, "storage changed at index 0")],),
+        ([fail("contiguous", Failure.OWNERSHIP, "an element written by two programs")],),
+    ),
+    Row(
+        HintId.STALE_OUTPUT,
+        ([ok("contiguous"), fail("repeat-same-shape", Failure.STALE_OUTPUT)],),
+        ([ok("contiguous"), fail("repeat-same-shape", Failure.PERMUTED)],),
+    ),
+    Row(
+        HintId.NO_KERNEL,
+        ([fail("contiguous", Failure.NO_KERNEL, "no Triton kernel was launched")],),
+        ([fail("contiguous", Failure.COPY, "torch read the input outside the kernel")],),
+    ),
+    Row(
+        HintId.COPY,
+        ([ok("contiguous"), fail("transpose", Failure.COPY, "torch read the input")],),
+        ([fail("transpose", Failure.VALUES, f"{VALUES}; also torch read the input")],),
+    ),
+    Row(
+        HintId.EMPTY_ROWS,
+        (
+            [fail("zero-rows", Failure.EMPTY_ROWS, "1 kernel launch(es)")],
+            [fail("zero-rows", Failure.EXCEPTION, "raised IndexError")],
+        ),
+        ([fail("width-one", Failure.EXCEPTION, "raised IndexError")],),
+    ),
+    Row(
+        HintId.VALIDATION,
+        (
+            [fail("reject-3-d", Failure.NOT_RAISED, "accepted")],
+            [fail("reject-int-dtype", Failure.UNCLEAR_ERROR, "raised KeyError")],
+        ),
+        ([ok("reject-3-d"), fail("reject-int-dtype", Failure.EXCEPTION, "raised KeyError")],),
+    ),
+    Row(
+        HintId.DTYPE,
+        ([ok("transpose"), fail("float16-transpose", Failure.DTYPE, "output dtype")],),
+        ([fail("float16-transpose", Failure.SHAPE, "output shape (5, 7)")],),
+    ),
+    Row(
+        HintId.STORE_MASK,
+        ([fail("contiguous", Failure.STORE_MASK, "lanes past the row's end")],),
+        ([fail("contiguous", Failure.OWNERSHIP, "a store landed past the output")],),
+    ),
+    Row(
+        HintId.BLOCK_SIZE,
+        (
+            [fail("contiguous", Failure.EXCEPTION, "raised ValueError: must be a power of 2")],
+            [ok("contiguous"), ok("transpose"), fail("transpose-wide", Failure.VALUES, VALUES)],
+        ),
+        (
+            [fail("contiguous", Failure.EXCEPTION, "raised ValueError: must be positive")],
+            [ok("transpose-wide"), fail("contiguous", Failure.VALUES, VALUES)],
+        ),
+    ),
+    Row(
+        HintId.PADDING,
+        ([ok("contiguous-pow2"), fail("contiguous", Failure.SUM_LOW, "row 0 sums to 0.8")],),
+        ([ok("contiguous-pow2"), fail("contiguous", Failure.VALUES, VALUES)],),
+    ),
+    Row(
+        HintId.STABILITY,
+        ([ok("transpose-wide"), fail("large-magnitude", Failure.NONFINITE, "NaN or inf")],),
+        (
+            [ok("transpose-wide"), fail("large-magnitude", Failure.VALUES, VALUES)],
+            [
+                ok("transpose-wide"),
+                fail("large-magnitude", Failure.NONFINITE, "NaN or inf"),
+                fail("transpose", Failure.NONFINITE, "NaN or inf"),
+            ],
+        ),
+    ),
+    Row(
+        HintId.DOUBLE_OFFSET,
+        (
+            [
+                ok("contiguous"),
+                ok("transpose-wide"),
+                fail("slice", Failure.VALUES, VALUES),
+                fail("transposed-slice", Failure.OUT_OF_BOUNDS, "a load off the view"),
+            ],
+        ),
+        (
+            [ok("bfloat16-slice"), fail("slice", Failure.VALUES, VALUES)],  # no pass without it
+            [
+                ok("contiguous"),
+                ok("transpose-wide"),
+                fail("slice", Failure.VALUES, VALUES),
+                fail("transpose", Failure.VALUES, VALUES),
+            ],
+        ),
+    ),
+    Row(
+        HintId.COLUMN_STRIDE,
+        ([ok("contiguous"), ok("contiguous-pow2"), fail("transpose", Failure.VALUES, VALUES)],),
+        (
+            [
+                ok("contiguous-pow2"),
+                fail("contiguous", Failure.VALUES, VALUES),
+                fail("transpose", Failure.VALUES, VALUES),
+            ],
+            [ok("contiguous-pow2"), fail("transpose", Failure.PERMUTED, "the right values")],
+        ),
+    ),
+    Row(
+        HintId.OUTPUT_LAYOUT,
+        tuple(
+            [ok("contiguous"), fail("transpose", failure, "output")]
+            for failure in (
+                Failure.LAYOUT,
+                Failure.SHAPE,
+                Failure.NOT_A_TENSOR,
+                Failure.DEVICE,
+                Failure.PERMUTED,
+                Failure.OWNERSHIP,
+            )
+        ),
+        ([ok("contiguous"), fail("transpose", Failure.AMBIGUOUS, "nearly all equal")],),
+    ),
+)
+
+
+def ids(results: list[CaseResult]) -> list[HintId]:
+    return [hint.id for hint in diagnose(results)]
+
+
+@pytest.mark.parametrize("row", ROWS, ids=[row.hint for row in ROWS])
+def test_rule_gives_its_hint_and_only_it(row):
+    """Do the row's results give exactly its hint, citing failed cases, and its near misses
+    not give it?"""
+    for results in row.hits:
+        assert ids(results) == [row.hint], [r.detail for r in results]
+        evidence = diagnose(results)[0].evidence
+        assert evidence and all(r.detail in evidence for r in results if not r.passed)
+    for results in row.misses:
+        assert row.hint not in ids(results), [r.detail for r in results]
+
+
+def test_every_rule_has_a_row():
+    """Is every rule in `hints.RULES` in the table, once, in the rules' order?"""
+    assert [row.hint for row in ROWS] == [hint for hint, _ in RULES] == list(HintId)
+
+
+def test_a_checker_fault_is_no_evidence():
+    """Does a case the checker failed on give no hint, even the one its features suggest?"""
+    assert ids([fail("zero-rows", Failure.INTERNAL_ERROR, "KeyError at cases.py:1")]) == []
