@@ -23,6 +23,7 @@ from pathlib import Path
 import torch
 
 from grader import course
+from grader.timing_record import SIDECAR
 from grader.zoo import BUGS, COPY_FIRST, write_bug
 from learning.workshops.check import UsageError
 from learning.workshops.paths import unwritable
@@ -155,7 +156,7 @@ def autograde(out: Path) -> list[str]:
     for student, cells in sorted(scores.items()):
         total = sum(score or 0 for score in cells.values())
         lines.append(f"  {student:<22} total {total:g}  timing {cells.get('hidden_timing')}")
-    sidecar = root / "autograded" / "solution" / course.ASSIGNMENT / "i1_timing.json"
+    sidecar = root / "autograded" / "solution" / course.ASSIGNMENT / SIDECAR
     if sidecar.exists():
         (out / "sidecar_solution.json").write_text(sidecar.read_text())
     return lines

@@ -32,6 +32,7 @@ import torch
 import triton
 
 import grader.reference as reference
+from grader.timing_record import SCHEMA, SIDECAR, TEST, ShapeTiming, band, from_json
 from learning.workshops.child import child_env, context_lost
 from learning.workshops.faults import (
     INTERNAL_ERROR,
@@ -41,55 +42,19 @@ from learning.workshops.faults import (
     fault_text,
     internal_message,
 )
+from learning.workshops.sidecars import RecordError
 from learning.workshops.testing import checker_faults, quiet, record_status
 from learning.workshops.timing import interleaved, require_cuda, summarize
 
-SIDECAR = "i1_timing.json"
-TEST = "hidden:timing"
-"""The timing cell's entry in the hints sidecar, written when the checker fails."""
 SUBMISSION = "strided_softmax.ipynb"
 CHILD_TIMEOUT_S = 300.0
 SHAPES = ((4096, 4096), (8192, 2048), (16384, 1024), (65536, 512), (2048, 8192))
-BANDS = ((1.10, 1.0), (1.5, 0.75), (2.5, 0.5), (5.0, 0.25))
-"""(largest student/reference ratio, fraction of the points). Slower but correct kernels
-get 0.1; wrong ones 0. From H200 runs (README, results): two runs of the same kernel differ
-by 0.3% at most and the reference timed against itself gives 1.00, so 1.10 leaves a wide
-margin for noise; copying first costs 1.17-1.26x, so it lands in the 0.75 band; a kernel
-that reads its input twice would cost about 2x."""
-SLOWEST_FRACTION = 0.1
 REPS = 40
 WALL_CALLS = 20
 AGREEMENT = (0.5, 2.0)
 """Bounds on (student events / student wall clock) / (reference events / reference wall
 clock). On the hidden shapes (64 MiB and more, GPU-bound) events and wall clock per call
 agree within a few percent for both; work that escapes the events drives it towards 0."""
-
-
-@dataclass(frozen=True)
-class ShapeTiming:
-    """One hidden shape: both medians, their ratio, and whether the outputs held up."""
-
-    rows: int
-    cols: int
-    student_ms: float
-    reference_ms: float
-    student_min_ms: float
-    student_max_ms: float
-    ratio: float
-    correct: bool
-    fraction: float
-    reason: str
-    student_wall_ms: float
-    reference_wall_ms: float
-    events_ms: float  # every timed call's events, both functions: less than the process ran
-
-
-def band(ratio: float) -> float:
-    """The fraction of the points a correct kernel earns at this student/reference ratio."""
-    for limit, fraction in BANDS:
-        if ratio <= limit:
-            return fraction
-    return SLOWEST_FRACTION
 
 
 def hidden_shapes(count: int = 2, key: str | None = None) -> list[tuple[int, int]]:
@@ -279,7 +244,7 @@ def _timing_points(max_points: float, path: Path, out: Path, sandbox: Sandbox | 
             why = f"the timing process left no record it could read ({exc})"
     record = _read_record(out) if not why else None
     if record is not None:
-        why = exceeds_process_time(record, elapsed_s)
+        why = exceeds_process_time(record, elapsed_s) or _score(record, max_points, out)
     elif not why:
         why = "the timing process wrote no readable record"
     if why:
@@ -289,15 +254,24 @@ def _timing_points(max_points: float, path: Path, out: Path, sandbox: Sandbox | 
     for shape in record["shapes"]:
         if shape["reason"]:
             print(f"timing: {shape['rows']}x{shape['cols']} earns nothing: {shape['reason']}")
-    record["points"] = round(max_points * record["fraction"], 3)
-    record["max_points"] = max_points
     out.write_text(json.dumps(record, indent=2) + "\n")
     return record["points"]
 
 
+def _score(record: dict, max_points: float, out: Path) -> str:
+    """Give the child's record its points; why it is still no timing record, or ""."""
+    record["points"] = round(max_points * record["fraction"], 3)
+    record["max_points"] = max_points
+    try:
+        from_json(record, out)
+    except RecordError as exc:
+        return f"the timing process wrote a bad record ({exc.reason})"
+    return ""
+
+
 def _write_failure(out: Path, max_points: float, why: str, internal: bool = False) -> None:
     """A timing record of 0 points that says why (and whether the checker was at fault)."""
-    record = {"schema": "i1-timing/1", "points": 0.0, "max_points": max_points, "shapes": []}
+    record = {"schema": SCHEMA, "points": 0.0, "max_points": max_points, "shapes": []}
     record["error"] = why
     if internal:
         record["internal_error"] = True
@@ -367,7 +341,7 @@ def measure(impl: Path, out: Path, shapes: list[tuple[int, int]], seed: int) -> 
 
 def _write_sidecar(path: Path, timings, fraction: float, seconds: float) -> None:
     record = {
-        "schema": "i1-timing/1",
+        "schema": SCHEMA,
         "device": torch.cuda.get_device_name(),
         "versions": {
             "torch": torch.__version__,

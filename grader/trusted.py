@@ -26,7 +26,6 @@ from nbformat import NotebookNode
 from nbgrader.preprocessors import NbGraderPreprocessor
 
 from grader.feedback import hidden_failure, timing_summary
-from grader.gpu_timing import SIDECAR as TIMING_SIDECAR
 from grader.grading_log import course_root, log_for
 from grader.hidden import (
     CASE_TIMEOUT_S,
@@ -37,10 +36,13 @@ from grader.hidden import (
 )
 from grader.sandbox import split_hidden_tests
 from grader.seeding import course_secret
+from grader.timing_record import MAX_POINTS
+from grader.timing_record import SIDECAR as TIMING_SIDECAR
 from learning.workshops.cases import OPS
 from learning.workshops.faults import CheckerFault, fault_text
 from learning.workshops.isolation import run_isolated
-from learning.workshops.testing import HINTS_SIDECAR, record_outcome, record_status, verdict
+from learning.workshops.sidecars import HINTS_SIDECAR, RecordError, outcome, write_hints
+from learning.workshops.testing import record_outcome, record_status, verdict
 from learning.workshops.timing import NoCudaError
 
 NOTEBOOK = "strided_softmax.ipynb"
@@ -90,9 +92,9 @@ def draw_for(db_url: str | None, assignment: str | None, student: str, root: Pat
     return Draw(course_secret(root), student, stamp)
 
 
-TIMING_KIT = ("__init__.py", "reference.py", "gpu_timing.py")
-"""The grader modules the timing child runs (the reference kernel it times against, and the
-timing itself): the only part of `grader/` a sandbox ever sees, at /course/grader."""
+TIMING_KIT = ("__init__.py", "reference.py", "gpu_timing.py", "timing_record.py")
+"""The grader modules the timing child runs (the reference kernel it times against, the
+timing itself and its record): the only part of `grader/` a sandbox ever sees, at /course/grader."""
 
 
 @contextlib.contextmanager
@@ -198,7 +200,7 @@ class Runner:
     def expect_worksheet(self, *_, **__) -> list[NotebookNode]:
         return self._function("worksheet")
 
-    def timing_points(self, max_points: float = 2, **__) -> list[NotebookNode]:
+    def timing_points(self, max_points: float = MAX_POINTS, **__) -> list[NotebookNode]:
         from grader.gpu_timing import Sandbox, timing_points
 
         record = self.work / ".timing.json"
@@ -218,8 +220,7 @@ def restart_sidecars(folder: Path, sandboxed_hints: bytes | None) -> None:
     holds the visible cells' outcomes as the sandboxed run recorded them (hints only: those
     cells score from their own outputs), then the hidden cells' from this side."""
     (folder / TIMING_SIDECAR).unlink(missing_ok=True)
-    record = {"schema": "i1-hints/1", "tests": public_outcomes(sandboxed_hints)}
-    (folder / HINTS_SIDECAR).write_text(json.dumps(record, indent=2) + "\n")
+    write_hints(folder / HINTS_SIDECAR, public_outcomes(sandboxed_hints))
 
 
 def public_outcomes(raw: bytes | None) -> dict:
@@ -231,16 +232,13 @@ def public_outcomes(raw: bytes | None) -> dict:
         return {}
     kept = {}
     for test, entry in tests.items() if isinstance(tests, dict) else ():
-        if str(test).startswith("public:") and _well_formed(entry):
-            kept[test] = entry
+        try:
+            said = outcome(entry, HINTS_SIDECAR, test)
+        except RecordError:
+            continue
+        if str(test).startswith("public:") and said.status in ("passed", "failed"):
+            kept[test] = said.to_json()
     return kept
-
-
-def _well_formed(entry: object) -> bool:
-    if not isinstance(entry, dict) or entry.get("status") not in ("passed", "failed"):
-        return False
-    lists = [entry.get("failed", []), entry.get("hints", [])]
-    return all(isinstance(v, list) and all(isinstance(x, str) for x in v) for v in lists)
 
 
 class GradeHiddenCells(NbGraderPreprocessor):

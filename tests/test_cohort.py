@@ -87,18 +87,19 @@ def test_timing_sidecar_gives_medians_and_logical_gbps(tmp_path):
 
 def test_timing_columns_summarize_a_sidecar(tmp_path):
     """Are the per-student timing columns the summed medians and the geometric-mean ratio?"""
-    columns = cohort._timing_columns(_hand_written_timing(tmp_path))
+    columns = cohort.timing_columns(_hand_written_timing(tmp_path))
     assert columns["student_ms"] == pytest.approx(0.1618 + 0.3302)
     assert columns["reference_ms"] == pytest.approx(0.1315 + 0.2816)
     assert columns["ratio"] == pytest.approx(math.sqrt(0.1618 / 0.1315 * 0.3302 / 0.2816))
     assert columns["timing_points"] == 1.5
 
 
-def test_timing_sidecar_of_another_schema_is_ignored(tmp_path):
-    """Is a sidecar with the wrong schema read as missing rather than as numbers?"""
+def test_timing_sidecar_of_another_schema_is_refused_with_its_reason(tmp_path):
+    """Is a sidecar with the wrong schema refused, saying so, rather than read as numbers?"""
     path = tmp_path / cohort.TIMING_SIDECAR
     path.write_text(json.dumps({**FAKE_TIMING, "schema": "i1-timing/0"}))
-    assert cohort.load_timing(path) is None
+    with pytest.raises(cohort.RecordError, match="schema is 'i1-timing/0', expected 'i1-timing/1'"):
+        cohort.load_timing(path)
 
 
 def test_gpu_plots_draw_the_hand_written_timings(tmp_path):
@@ -332,7 +333,9 @@ def test_index_shows_every_plot_and_names_the_missing_gpu_data(written, report):
     for plot in cohort.PLOTS:
         assert (written / plot.name).is_file()
         assert f'src="{plot.name}"' in page
-    assert "14 students on the roster, 13 submitted, 12 graded." in page
+    # the shared course: the sample cohort's 14 and 11 more (tests/shared_course.py), of
+    # whom the crasher and the notebook that is not JSON are ungradable
+    assert "25 students on the roster, 24 submitted, 22 graded." in page
     assert "crasher" in page and "no-submission" in page
     if not report.summary.with_timing:
         assert cohort.NEEDS_GPU in page

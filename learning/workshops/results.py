@@ -100,33 +100,44 @@ def load(path: Path | str) -> Results:
 
 def from_json(data: object, where: str = "results") -> Results:
     """Build Results from parsed JSON, checking every field."""
+    _check_run(data, where)
+    rows = [_row(raw, f"{where}: row {i}") for i, raw in enumerate(data["rows"])]
+    top = {f.name for f in fields(Results)}
+    return Results(**{k: v for k, v in data.items() if k in top and k != "rows"}, rows=rows)
+
+
+def _check_run(data: object, where: str) -> None:
+    """ResultsError unless `data` is an object of the schema with every run field, typed."""
     if not isinstance(data, dict):
         raise ResultsError(f"{where}: expected a JSON object")
     if data.get("schema") != SCHEMA:
         raise ResultsError(f"{where}: schema is {data.get('schema')!r}, expected {SCHEMA!r}")
-    top = {f.name for f in fields(Results)}
-    missing = top - set(data) - {"note"}
+    missing = {f.name for f in fields(Results)} - set(data) - {"note"}
     if missing:
         raise ResultsError(f"{where}: missing {', '.join(sorted(missing))}")
+    for f in fields(Results):
+        if f.type == "str" and not isinstance(data.get(f.name, ""), str):
+            raise ResultsError(f"{where}: {f.name} is {data[f.name]!r}, not a string")
+    versions = data["versions"]
+    if not isinstance(versions, dict) or not all(isinstance(v, str) for v in versions.values()):
+        raise ResultsError(f"{where}: versions is {versions!r}, not an object of strings")
     if not isinstance(data["rows"], list):
         raise ResultsError(f"{where}: rows must be a list")
-    rows = []
-    for i, raw in enumerate(data["rows"]):
-        rows.append(_row(raw, f"{where}: row {i}"))
-    return Results(**{k: v for k, v in data.items() if k in top and k != "rows"}, rows=rows)
 
 
-def _is_a(value: object, annotation: str) -> bool:
-    """Whether a JSON value fits a Row field's annotation (a bool is not a number)."""
+def fits(value: object, annotation: str) -> bool:
+    """Whether a JSON value fits a field's annotation, e.g. "int", "float | None" (a bool is
+    not a number; an int is a float)."""
+    kinds = annotation.replace(" ", "").split("|")
     if value is None:
-        return "None" in annotation
+        return "None" in kinds
     if isinstance(value, bool):
-        return annotation == "bool"
+        return "bool" in kinds
     if isinstance(value, int):
-        return annotation.split(" ")[0] in ("int", "float")
+        return "int" in kinds or "float" in kinds
     if isinstance(value, float):
-        return annotation == "float"
-    return isinstance(value, str) and annotation == "str"
+        return "float" in kinds
+    return isinstance(value, str) and "str" in kinds
 
 
 def _row(raw: object, where: str) -> Row:
@@ -137,7 +148,7 @@ def _row(raw: object, where: str) -> Row:
         raise ResultsError(f"{where}: fields {sorted(set(raw) ^ names)} missing or unexpected")
     row = Row(**raw)
     for f in fields(Row):
-        if not _is_a(getattr(row, f.name), f.type):
+        if not fits(getattr(row, f.name), f.type):
             raise ResultsError(f"{where}: {f.name} is {getattr(row, f.name)!r}, not {f.type}")
     if row.variant not in VARIANTS:
         raise ResultsError(f"{where}: unknown variant {row.variant!r}")

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import json
 import os
 import secrets
 import sys
@@ -28,6 +27,14 @@ from learning.workshops.faults import (
     internal_result,
 )
 from learning.workshops.hints import diagnose
+from learning.workshops.sidecars import (
+    HINTS_SIDECAR,
+    HintRecord,
+    Outcome,
+    RecordError,
+    load_hints,
+    public_key,
+)
 
 
 @contextlib.contextmanager
@@ -67,11 +74,6 @@ def run_cases(
     return results
 
 
-HINTS_SIDECAR = "i1_hints.json"
-"""Written beside a notebook while nbgrader autogrades it: each test's status (passed, failed
-or internal-error), its failed cases and hint ids."""
-
-
 def outcome_status(results: list[CaseResult]) -> str:
     """The test's status: internal-error when the checker failed on a case, else passed or
     failed."""
@@ -100,17 +102,11 @@ def record_status(
         return
     path = os.path.join(os.getcwd(), HINTS_SIDECAR)
     try:
-        with open(path) as f:
-            record = json.load(f)
-    except (OSError, ValueError):
-        record = {"schema": "i1-hints/1", "tests": {}}
-    entry = {"passed": status == "passed", "status": status, "failed": list(failed)}
-    entry["hints"] = list(hints)
-    if status == INTERNAL_ERROR:
-        entry["internal_errors"] = list(internal_errors)
-    record["tests"][test] = entry
-    with open(path, "w") as f:
-        json.dump(record, f, indent=2)
+        record = load_hints(path)
+    except RecordError:  # none yet, or not one: this grading starts it afresh
+        record = HintRecord()
+    record.tests[test] = Outcome(status, tuple(failed), tuple(hints), tuple(internal_errors))
+    record.save(path)
 
 
 @contextlib.contextmanager
@@ -160,7 +156,7 @@ def expect_cases(fn: Callable, op: str, names: Iterable[str] | None = None) -> N
         unknown = wanted - {c.name for c in chosen}
         raise ValueError(f"no public case named {sorted(unknown)} for {op}")
     results = run_cases(fn, op, chosen)
-    record_outcome(f"public:{op}" + (f":{'+'.join(sorted(wanted))}" if wanted else ""), results)
+    record_outcome(public_key(op, wanted), results)
     error = verdict(results, f"{op}, public cases")
     if error is not None:
         raise error

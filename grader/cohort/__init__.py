@@ -1,0 +1,103 @@
+"""The instructor's cohort report: per-cell scores, hints and GPU timings in one table.
+
+    python -m grader.cohort i1_strided_softmax --course PATH --out reports/cohort
+
+One job per module: `records` (what the report knows), `gradebook` (nbgrader's gradebook),
+`cell_keys` (the sidecar entries a test cell writes), `sidecars` (the hint and timing
+sidecars), `tables` and `timings` (pandas tables), `summary`, `plots` and `speed_plots`
+(with `style` and `figures`), `page` (`index.html` from `report.html`), `report` (all of
+it) and `cli`. The names below are the ones notebooks, scripts and tests use.
+"""
+
+from grader.cohort.cell_keys import calls_function, check_keys, sidecar_keys
+from grader.cohort.cli import main
+from grader.cohort.figures import PLOTS, Plot, save_plots
+from grader.cohort.gradebook import load_gradebook
+from grader.cohort.page import _scores_html, write_html
+from grader.cohort.plots import plot_hints, plot_pass_rates, plot_scores
+from grader.cohort.records import (
+    CellGrade,
+    CellInfo,
+    Cohort,
+    CohortError,
+    Report,
+    StudentRecord,
+    Summary,
+)
+from grader.cohort.report import build_report, write_report
+from grader.cohort.sidecars import (
+    load_cohort,
+    load_hints,
+    load_internal_errors,
+    load_timing,
+    read_sidecars,
+)
+from grader.cohort.speed_plots import plot_bandwidth, plot_kernel_vs_reference, plot_speedup
+from grader.cohort.summary import NEEDS_GPU, cells_needing_gpu, summarize, summary_lines
+from grader.cohort.tables import (
+    COLUMNS,
+    STATUSES,
+    build_table,
+    hint_table,
+    read_table,
+    save_table,
+    totals,
+    wide_table,
+)
+from grader.cohort.timings import timing_columns, timing_table
+from grader.timing_record import SIDECAR as TIMING_SIDECAR
+from grader.timing_record import ShapeTiming, TimingRecord
+from learning.workshops.sidecars import HINTS_SCHEMA, HINTS_SIDECAR, RecordError
+
+__all__ = [
+    "COLUMNS",
+    "HINTS_SCHEMA",
+    "HINTS_SIDECAR",
+    "NEEDS_GPU",
+    "PLOTS",
+    "STATUSES",
+    "TIMING_SIDECAR",
+    "CellGrade",
+    "CellInfo",
+    "Cohort",
+    "CohortError",
+    "Plot",
+    "RecordError",
+    "Report",
+    "ShapeTiming",
+    "StudentRecord",
+    "Summary",
+    "TimingRecord",
+    "_scores_html",
+    "build_report",
+    "build_table",
+    "calls_function",
+    "cells_needing_gpu",
+    "check_keys",
+    "hint_table",
+    "load_cohort",
+    "load_gradebook",
+    "load_hints",
+    "load_internal_errors",
+    "load_timing",
+    "main",
+    "plot_bandwidth",
+    "plot_hints",
+    "plot_kernel_vs_reference",
+    "plot_pass_rates",
+    "plot_scores",
+    "plot_speedup",
+    "read_sidecars",
+    "read_table",
+    "save_plots",
+    "save_table",
+    "sidecar_keys",
+    "summarize",
+    "summary_lines",
+    "timing_columns",
+    "timing_table",
+    "totals",
+    "wide_table",
+    "write_html",
+    "write_report",
+]

@@ -1,0 +1,142 @@
+"""Reading nbgrader's gradebook: the assignment's graded cells, in notebook order, and every
+roster student's grades, lateness and grading outcome."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+from tqdm import tqdm
+
+from grader.cohort.cell_keys import calls_function, sidecar_keys
+from grader.cohort.records import CellGrade, CellInfo, CohortError, StudentRecord
+
+PROGRESS_FROM = 50
+"""Show a progress bar when a course has at least this many students."""
+
+
+def gradebook_path(course: Path) -> Path:
+    return Path(course) / "gradebook.db"
+
+
+def load_gradebook(course: Path, assignment: str) -> tuple[list[CellInfo], list[StudentRecord]]:
+    """Cells and per-student grades from nbgrader's gradebook, every roster student included."""
+    path = _checked_gradebook(course, assignment)
+    from nbgrader.api import MissingEntry  # slow to import, as is grader.course: only here
+
+    from grader.course import CourseError, open_gradebook
+
+    try:
+        opened = open_gradebook(f"sqlite:///{path}")
+    except CourseError as exc:
+        raise CohortError(str(exc)) from None
+    with opened as gradebook:
+        try:
+            found = gradebook.find_assignment(assignment)
+        except MissingEntry:
+            known = ", ".join(a.name for a in gradebook.assignments) or "none"
+            raise CohortError(
+                f"no assignment {assignment!r} in {path} (it has: {known}): check the name, or "
+                f"run `nbgrader generate_assignment {assignment}` in {course} first"
+            ) from None
+        cells = [cell for nb in found.notebooks for cell in _cells(nb)]
+        students = [
+            _student_record(gradebook, course, assignment, student.id)
+            for student in progress(gradebook.students, "reading the gradebook")
+        ]
+    students.sort(key=lambda s: s.student)
+    return cells, students
+
+
+def _checked_gradebook(course: Path, assignment: str) -> Path:
+    """The course's gradebook file; CohortError saying what to run when there is none."""
+    path = gradebook_path(course)
+    if not Path(course).is_dir():
+        raise CohortError(
+            f"no course folder at {course}: pass --course with an nbgrader course directory"
+        )
+    if not path.is_file():
+        raise CohortError(
+            f"no gradebook at {path}: run `nbgrader generate_assignment {assignment}` and "
+            f"`nbgrader autograde {assignment}` in {course} first"
+        )
+    return path
+
+
+def _cells(notebook) -> list[CellInfo]:
+    """A notebook's grade cells in notebook order, each with its kind and sidecar keys."""
+    sources = {cell.name: cell.source or "" for cell in notebook.source_cells}
+    order = {name: i for i, name in enumerate(sources)}
+    manual = {cell.name for cell in notebook.solution_cells}
+    cells = []
+    for cell in sorted(notebook.grade_cells, key=lambda c: order.get(c.name, len(order))):
+        source = sources.get(cell.name, "")
+        cells.append(
+            CellInfo(
+                notebook.name,
+                cell.name,
+                float(cell.max_score),
+                _kind(cell, source, manual),
+                sidecar_keys(source),
+                calls_function(source, "timing_points"),
+            )
+        )
+    return cells
+
+
+def _kind(cell, source: str, manual: set[str]) -> str:
+    """manual (graded by hand), hidden (has hidden tests) or public."""
+    if cell.name in manual or cell.cell_type == "markdown":
+        return "manual"
+    return "hidden" if "BEGIN HIDDEN TESTS" in source else "public"
+
+
+def _student_record(gradebook, course: Path, assignment: str, student: str) -> StudentRecord:
+    from nbgrader.api import MissingEntry
+
+    folder = Path(course) / "autograded" / student / assignment
+    submitted_folder = (Path(course) / "submitted" / student / assignment).is_dir()
+    try:
+        submission = gradebook.find_submission(assignment, student)
+    except MissingEntry:
+        return StudentRecord(student, False, False, submitted_folder, None)
+    notebooks = [nb.name for nb in submission.notebooks]
+    from grader.export import UNGRADABLE, submission_outcome  # imports nbgrader: only here
+    from grader.grading_log import read_record
+
+    status, cause = submission_outcome(course, assignment, student, folder, notebooks)
+    graded = read_record(course, assignment, student)
+    return StudentRecord(
+        student,
+        True,
+        any((folder / f"{name}.ipynb").is_file() for name in notebooks),
+        submitted_folder,
+        float(submission.total_seconds_late),
+        _grades(submission),
+        ungradable=cause if status == UNGRADABLE else "",
+        restored=tuple(graded.restored) if graded else (),
+    )
+
+
+def _grades(submission) -> dict[tuple[str, str], CellGrade]:
+    """Each (notebook, cell)'s grade as the gradebook stores it."""
+    return {
+        (nb.name, grade.name): CellGrade(
+            _float(grade.auto_score),
+            _float(grade.manual_score),
+            _float(grade.extra_credit),
+            bool(grade.needs_manual_grade),
+        )
+        for nb in submission.notebooks
+        for grade in nb.grades
+    }
+
+
+def _float(value) -> float | None:
+    return None if value is None else float(value)
+
+
+def progress(items: Iterable, what: str) -> list:
+    """`items` as a list, with a progress bar when there are many students."""
+    items = list(items)
+    return list(tqdm(items, desc=what, unit="student", disable=len(items) < PROGRESS_FROM))

@@ -1,0 +1,161 @@
+"""The report's plots of scores and hints: total points, full marks per cell, hints fired."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+import numpy as np
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
+
+from grader.cohort.style import COLOURS, message
+from grader.cohort.tables import totals
+from learning.workshops.sidecars import HINTS_SIDECAR
+
+
+def plot_scores(table: pd.DataFrame) -> Figure:
+    """Histogram of total points over graded students; the others are named, not drawn."""
+    summed = totals(table)
+    graded = summed[summed["status"] == "graded"]["total"]
+    max_total = float(summed["max_total"].max()) if len(summed) else 0.0
+    fig = Figure(figsize=(8, 4.6), layout="constrained")
+    ax = fig.add_subplot()
+    ax.set_label("scores")
+    if graded.empty:
+        ax.set_title("Total points: no graded submissions", loc="left")
+        message(ax, "no graded submissions yet: run nbgrader autograde")
+    else:
+        _histogram(ax, graded, max_total)
+    ax.set_xlabel(f"total points (of {max_total:g}){_pending_note(table)}")
+    ax.set_ylabel("students")
+    left_out = _left_out(summed)
+    if left_out:
+        fig.text(0.01, 0.005, "not drawn: " + left_out, fontsize=9, color="#444444")
+        fig.get_layout_engine().set(rect=(0, 0.05, 1, 0.95))
+    return fig
+
+
+def _histogram(ax: Axes, graded: pd.Series, max_total: float) -> None:
+    """One bar per whole point, each labelled with its count, and the mean."""
+    edges = np.arange(0, math.floor(max_total) + 2) - 0.5
+    counts, _, bars = ax.hist(graded, bins=edges, color=COLOURS["public"], rwidth=0.85)
+    ax.bar_label(bars, labels=[f"{int(c)}" if c else "" for c in counts], fontsize=9)
+    mean = float(graded.mean())
+    ax.axvline(mean, color=COLOURS["reference"], linestyle="--", linewidth=1, label="mean")
+    ax.set_xlim(-0.5, max_total + 0.5)
+    ax.set_ylim(0, counts.max() * 1.15)
+    ax.xaxis.get_major_locator().set_params(integer=True)
+    ax.yaxis.get_major_locator().set_params(integer=True)
+    ax.legend(loc="upper left", fontsize=9)
+    ax.set_title(
+        f"Total points of the {len(graded)} graded submissions: mean {mean:.1f} of {max_total:g}",
+        loc="left",
+    )
+
+
+def _pending_note(table: pd.DataFrame) -> str:
+    pending = table[table["status"] == "manual"]
+    if pending.empty:
+        return ""
+    points = pending.drop_duplicates("cell")["max_score"].sum()
+    students = pending["student"].nunique()
+    return f"; {points:g} points graded by hand are not in yet for {students} students"
+
+
+def _left_out(summed: pd.DataFrame) -> str:
+    parts = []
+    for status in ("ungradable", "not graded", "no submission"):
+        names = list(summed.index[summed["status"] == status])
+        if names:
+            parts.append(f"{len(names)} {status} ({', '.join(names)})")
+    return "; ".join(parts)
+
+
+def plot_pass_rates(table: pd.DataFrame, needs_gpu: Iterable[str] = ()) -> Figure:
+    """For each autograded cell, in notebook order: the share of graded students at full marks.
+
+    Cells in `needs_gpu` (the timing cell of a course autograded without a GPU) say so.
+    """
+    graded = table[(table["status"] == "graded") & (table["kind"] != "manual")]
+    cells = table[table["kind"] != "manual"].drop_duplicates("cell").sort_values("position")
+    students = graded["student"].nunique()
+    fig = Figure(figsize=(8.5, 0.42 * len(cells) + 1.9), layout="constrained")
+    ax = fig.add_subplot()
+    ax.set_label("pass rates")
+    if students == 0:
+        message(ax, "no graded submissions yet: run nbgrader autograde")
+        return fig
+    for y, cell in enumerate(cells.itertuples()):
+        _pass_bar(ax, y, cell, graded[graded["cell"] == cell.cell]["score"], set(needs_gpu))
+    ax.set_yticks(range(len(cells)), [f"{c.cell} ({c.max_score:g} pt)" for c in cells.itertuples()])
+    ax.invert_yaxis()
+    ax.set_xlim(0, 100)
+    ax.set_xlabel("% of graded students")
+    ax.set_title(
+        f"Full marks per test cell, {students} graded students (notebook order)", loc="left"
+    )
+    fig.legend(
+        handles=[
+            Patch(color=COLOURS["public"], label="public test: full marks"),
+            Patch(color=COLOURS["hidden"], label="hidden test: full marks"),
+            Patch(color=COLOURS["partial"], label="partial credit"),
+        ],
+        loc="outside lower center",
+        ncols=3,
+        frameon=False,
+    )
+    return fig
+
+
+def _pass_bar(ax: Axes, y: int, cell, scores: pd.Series, needs_gpu: set[str]) -> None:
+    """One cell's bar: full marks, then partial credit, then how many of how many."""
+    full = float((scores >= cell.max_score).mean() * 100) if len(scores) else 0.0
+    partial = float(((scores > 0) & (scores < cell.max_score)).mean() * 100)
+    ax.barh(y, full, color=COLOURS[cell.kind], gid=f"pass:{cell.cell}")
+    ax.barh(y, partial, left=full, color=COLOURS["partial"])
+    label = f"{int((scores >= cell.max_score).sum())}/{len(scores)}"
+    if cell.cell in needs_gpu:
+        label += "   (needs a GPU: autograded without one, so this cell scored 0)"
+    ax.text(full + partial + 1, y, label, va="center", fontsize=9)
+
+
+def plot_hints(hints: pd.DataFrame, with_sidecar: int) -> Figure:
+    """How many students each hint fired for, across all of their recorded tests, and who."""
+    fig = Figure(figsize=(9, 0.45 * max(len(hints), 3) + 1.6), layout="constrained")
+    ax = fig.add_subplot()
+    ax.set_label("hints")
+    ax.set_title(
+        f"Which hints fired, and for whom ({with_sidecar} students with hint records)", loc="left"
+    )
+    if with_sidecar == 0:
+        message(
+            ax,
+            f"no hint sidecars ({HINTS_SIDECAR}) in this course:\n"
+            "autograde with this course's test cells to record them",
+        )
+        return fig
+    if hints.empty:
+        message(ax, f"no hint fired: every recorded test of the {with_sidecar} students passed")
+        return fig
+    bars = ax.barh(range(len(hints)), hints["students"].to_numpy(), color=COLOURS["bug"])
+    for bar, hint in zip(bars, hints.index, strict=True):
+        bar.set_gid(f"hint:{hint}")
+    labels = [
+        f"{n}: {_shorten(names)}"
+        for n, names in zip(hints["students"], hints["names"], strict=True)
+    ]
+    ax.bar_label(bars, labels=labels, padding=3, fontsize=8)
+    ax.set_yticks(range(len(hints)), list(hints.index))
+    ax.invert_yaxis()
+    ax.set_xlim(0, with_sidecar * 1.02)
+    ax.xaxis.get_major_locator().set_params(integer=True)
+    ax.set_xlabel("students whose tests fired the hint (a student counts once per hint)")
+    return fig
+
+
+def _shorten(names: str, most: int = 3) -> str:
+    parts = names.split(", ")
+    return names if len(parts) <= most else ", ".join(parts[:most]) + f" +{len(parts) - most}"

@@ -1,0 +1,100 @@
+"""What the cohort report knows: the assignment's cells, each student's grades and sidecar
+data, the summary's numbers, and the report they make."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from grader.timing_record import TimingRecord
+from learning.workshops.results import Results
+
+
+class CohortError(Exception):
+    """The course cannot be reported on; the message says what to run first."""
+
+
+@dataclass(frozen=True)
+class CellInfo:
+    """A graded cell of the assignment, in notebook order."""
+
+    notebook: str
+    name: str
+    max_score: float
+    kind: str  # public, hidden, manual
+    sidecar_keys: tuple[str, ...]  # the hint-sidecar tests this cell runs
+    timing: bool  # the GPU timing cell
+
+
+@dataclass(frozen=True)
+class CellGrade:
+    """One student's grade for one cell, as the gradebook stores it."""
+
+    auto_score: float | None
+    manual_score: float | None
+    extra_credit: float | None
+    needs_manual_grade: bool
+
+
+@dataclass
+class StudentRecord:
+    """Everything the report knows about one student on the roster."""
+
+    student: str
+    submitted: bool
+    autograded: bool  # an autograded notebook exists
+    in_submitted_folder: bool
+    late_seconds: float | None
+    grades: dict[tuple[str, str], CellGrade] = field(default_factory=dict)
+    hints: dict[str, list[str]] | None = None  # sidecar test key -> hint ids
+    timing: TimingRecord | None = None
+    internal: frozenset[str] = frozenset()  # sidecar test keys whose checker failed
+    ungradable: str = ""  # why nbgrader could not grade the submission ("" when it did)
+    restored: tuple[str, ...] = ()  # cells put back before grading (its grading record)
+    unreadable: tuple[str, ...] = ()  # "FILE: reason" of each sidecar present but bad
+
+
+@dataclass
+class Cohort:
+    """The assignment's cells and every student on the roster."""
+
+    course: Path
+    assignment: str
+    cells: list[CellInfo]
+    students: list[StudentRecord]
+
+
+@dataclass(frozen=True)
+class Summary:
+    """The numbers at the top of the report."""
+
+    students: int
+    submitted: int
+    graded: int
+    not_graded: tuple[tuple[str, str], ...]  # (student, reason): "ungradable: <cause>", ...
+    missing: tuple[str, ...]
+    late: tuple[tuple[str, float], ...]  # (student, seconds late)
+    mean_score: float  # over graded students; NaN when none
+    max_score: float
+    manual_points: float  # points per student graded by hand
+    manual_pending: int  # cells waiting for manual grading
+    with_hints: int
+    with_timing: int
+    internal_errors: tuple[tuple[str, str], ...] = ()  # (student, cell) the checker failed in
+    restored: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (student, cells put back)
+    unreadable: tuple[tuple[str, str], ...] = ()  # (student, "FILE: reason")
+
+
+@dataclass
+class Report:
+    """Everything the plots and the page are drawn from."""
+
+    cohort: Cohort
+    table: pd.DataFrame
+    timing: pd.DataFrame
+    hints: pd.DataFrame
+    summary: Summary
+    benchmark: Results | None = None
+    benchmark_path: Path | None = None

@@ -1,0 +1,207 @@
+"""The report's pandas tables: one row per (student, graded cell), per-student totals, the
+wide score table and the hint table; the long table saved and read back."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+
+from grader.cohort.records import CellInfo, Cohort, StudentRecord
+from grader.cohort.timings import timing_columns
+
+STATUSES = ("graded", "manual", "internal error", "ungradable", "not graded", "no submission")
+"""graded: the autograder scored it; manual: waiting for manual grading; internal error: the
+checker itself failed in this cell (its sidecar entry says so), so the score is no verdict on
+the student; ungradable: nbgrader has the submission but could not grade it (the reason is
+the cause in its grading record, e.g. "the kernel died: ...", as `nbgrader export` reports
+it; without a record, "no autograded notebook; see the autograde log"); not graded: no score
+for this cell, or submitted but not autograded yet; no submission: on the roster, nothing
+submitted."""
+COLUMNS = (
+    "student",
+    "notebook",
+    "cell",
+    "position",
+    "kind",
+    "score",
+    "max_score",
+    "status",
+    "reason",
+    "hints",
+    "late_seconds",
+    "student_ms",
+    "reference_ms",
+    "ratio",
+    "timing_points",
+)
+"""The long table's columns. student_ms and reference_ms are the timing sidecar's medians
+summed over the hidden shapes, ratio the geometric mean of its per-shape ratios; NaN when a
+student has no timing sidecar (no GPU at autograde), never zero."""
+
+
+def build_table(cohort: Cohort) -> pd.DataFrame:
+    """One row per (student, graded cell), every roster student included."""
+    rows = []
+    for record in cohort.students:
+        timing = timing_columns(record.timing)
+        for position, cell in enumerate(cohort.cells):
+            status, reason, score = _cell_status(record, cell)
+            rows.append(
+                {
+                    "student": record.student,
+                    "notebook": cell.notebook,
+                    "cell": cell.name,
+                    "position": position,
+                    "kind": cell.kind,
+                    "score": score,
+                    "max_score": cell.max_score,
+                    "status": status,
+                    "reason": reason,
+                    "hints": ";".join(_cell_hints(record, cell)) if status == "graded" else "",
+                    "late_seconds": math.nan
+                    if record.late_seconds is None
+                    else record.late_seconds,
+                    **timing,
+                }
+            )
+    return _typed(pd.DataFrame(rows, columns=list(COLUMNS)))
+
+
+def _typed(table: pd.DataFrame) -> pd.DataFrame:
+    """Fix the column dtypes, so that a table read back from CSV compares equal."""
+    floats = ["score", "max_score", "late_seconds", "student_ms", "reference_ms", "ratio"]
+    table = table.astype({c: "float64" for c in [*floats, "timing_points"]})
+    table = table.astype({"position": "int64"})
+    for column in ("student", "notebook", "cell", "kind", "status", "reason", "hints"):
+        table[column] = table[column].fillna("").astype(str)
+    return table
+
+
+def _cell_status(record: StudentRecord, cell: CellInfo) -> tuple[str, str, float]:
+    """(status, reason, score) of one student's cell; the score is NaN unless graded."""
+    if not record.submitted or record.ungradable or not record.autograded:
+        return _unscored(record)
+    grade = record.grades.get((cell.notebook, cell.name))
+    if grade is None:
+        return "not graded", "the gradebook has no grade for this cell", math.nan
+    extra = grade.extra_credit or 0.0
+    if grade.manual_score is not None:
+        return "graded", "graded by hand", grade.manual_score + extra
+    if record.internal & set(cell.sidecar_keys):
+        return (
+            "internal error",
+            "the checker failed in this cell, not the student's code: fix it and autograde again",
+            math.nan,
+        )
+    if grade.needs_manual_grade:
+        return "manual", "waiting for manual grading", math.nan
+    if grade.auto_score is None:
+        return "not graded", "the autograder left no score", math.nan
+    return "graded", "", grade.auto_score + extra
+
+
+def _unscored(record: StudentRecord) -> tuple[str, str, float]:
+    """(status, reason, NaN) of each cell of a student without an autograded notebook."""
+    from grader.export import NO_NOTEBOOK, NOT_AUTOGRADED  # imports nbgrader: only here
+
+    if record.submitted:
+        return "ungradable", record.ungradable or NO_NOTEBOOK, math.nan
+    if record.in_submitted_folder:
+        return "not graded", NOT_AUTOGRADED, math.nan
+    return "no submission", "on the roster, nothing submitted", math.nan
+
+
+def _cell_hints(record: StudentRecord, cell: CellInfo) -> list[str]:
+    """The hint ids the cell's tests recorded for this student, in first-seen order."""
+    if not record.hints:
+        return []
+    found = [h for key in cell.sidecar_keys for h in record.hints.get(key, [])]
+    return list(dict.fromkeys(found))
+
+
+def hint_table(cohort: Cohort) -> pd.DataFrame:
+    """Per hint id: how many students' sidecars fired it (any test) and who; most first."""
+    who: dict[str, list[str]] = {}
+    for record in cohort.students:
+        fired = {h for hints in (record.hints or {}).values() for h in hints}
+        for hint in sorted(fired):
+            who.setdefault(hint, []).append(record.student)
+    table = pd.DataFrame(
+        {
+            "students": pd.Series({h: len(names) for h, names in who.items()}, dtype="int64"),
+            "names": pd.Series({h: ", ".join(names) for h, names in who.items()}, dtype=str),
+        }
+    )
+    table.index.name = "hint"
+    return table.sort_index().sort_values("students", ascending=False, kind="stable")
+
+
+def totals(table: pd.DataFrame) -> pd.DataFrame:
+    """Per student: status, points so far (graded cells) and the points available."""
+    grouped = table.groupby("student", sort=True)
+    statuses = grouped["status"].agg(_student_status)
+    return pd.DataFrame(
+        {
+            "status": statuses,
+            "total": grouped["score"].sum(min_count=1).where(statuses == "graded"),
+            "max_total": grouped["max_score"].sum(),
+            "late_seconds": grouped["late_seconds"].first(),
+        }
+    )
+
+
+def _student_status(statuses: pd.Series) -> str:
+    """graded (manual cells may still be pending), ungradable, not graded, or no submission."""
+    for status in ("no submission", "ungradable", "not graded"):
+        if (statuses == status).all():
+            return status
+    return "graded"
+
+
+def wide_table(table: pd.DataFrame) -> pd.DataFrame:
+    """Scores per student x cell (notebook order), then total and status."""
+    cells = table.sort_values("position")["cell"].unique()
+    wide = table.pivot(index="student", columns="cell", values="score")[list(cells)]
+    summed = totals(table)
+    wide["total"] = summed["total"]
+    wide["status"] = summed["status"]
+    return wide
+
+
+def save_table(table: pd.DataFrame, out: Path) -> list[Path]:
+    """Write `cohort.csv`, and `cohort.parquet` when a Parquet engine is installed."""
+    out.mkdir(parents=True, exist_ok=True)
+    paths = [out / "cohort.csv"]
+    table.to_csv(paths[0], index=False)
+    if _parquet_engine():
+        paths.append(out / "cohort.parquet")
+        table.to_parquet(paths[1], index=False)
+    return paths
+
+
+def read_table(path: Path | str) -> pd.DataFrame:
+    """Read a table written by `save_table` back, with the same dtypes."""
+    path = Path(path)
+    if path.suffix == ".parquet":
+        return _typed(pd.read_parquet(path))
+    text = ["student", "notebook", "cell", "kind", "status", "reason", "hints"]
+    return _typed(
+        pd.read_csv(
+            path,
+            dtype={c: str for c in text},
+            keep_default_na=False,
+            na_values={c: [""] for c in COLUMNS if c not in text},
+        )
+    )
+
+
+def _parquet_engine() -> str | None:
+    for engine in ("pyarrow", "fastparquet"):
+        try:
+            __import__(engine)
+        except ImportError:
+            continue
+        return engine
+    return None

@@ -1,0 +1,292 @@
+"""The cross-process records: one definition each, whose loader refuses a bad file with its
+reason, and the timing policy (bands, labels, the cell's points) defined once."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import nbformat
+import pytest
+from test_cohort import FAKE_TIMING
+
+import grader.gpu_timing as gpu_timing
+from grader import cohort, recheck, timing_record, trusted
+from grader.course import ASSIGNMENT, NOTEBOOK, REPO
+from grader.timing_record import BANDS, MAX_POINTS, SIDECAR, band
+from learning.workshops import results, sidecars
+from learning.workshops.faults import INTERNAL_ERROR
+from learning.workshops.sidecars import HINTS_SCHEMA, HINTS_SIDECAR, RecordError, RecordMissing
+from learning.workshops.testing import expect_cases, record_status
+
+# -- the hint sidecar --------------------------------------------------------------------
+
+
+def test_hint_sidecar_written_by_a_test_cell_loads_as_typed_outcomes(tmp_path, monkeypatch):
+    """Does what a test cell writes while autograding load back as the outcomes it wrote?"""
+    monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
+    monkeypatch.chdir(tmp_path)
+    record_status("public:copy_rows", "failed", ["transpose"], ["padding"])
+    record_status("hidden:timing", INTERNAL_ERROR, internal_errors=["KeyError at x.py:1"])
+    record = sidecars.load_hints(tmp_path / HINTS_SIDECAR)
+    assert record.tests == {
+        "public:copy_rows": sidecars.Outcome("failed", ("transpose",), ("padding",)),
+        "hidden:timing": sidecars.Outcome(INTERNAL_ERROR, internal_errors=("KeyError at x.py:1",)),
+    }
+    assert cohort.load_internal_errors(tmp_path / HINTS_SIDECAR) == {"hidden:timing"}
+    assert cohort.load_hints(tmp_path / HINTS_SIDECAR)["public:copy_rows"] == ["padding"]
+
+
+def test_the_cohort_reads_the_key_a_test_cell_writes():
+    """Is the key the cohort reads from a cell's source the one `expect_cases` records?"""
+    source = 'expect_cases(strided_softmax, "strided_softmax", ["transpose", "contiguous"])'
+    assert cohort.sidecar_keys(source) == (
+        sidecars.public_key("strided_softmax", {"contiguous", "transpose"}),
+    )
+    assert "public_key(op, wanted)" in inspect.getsource(expect_cases)
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ("{", "not JSON (Expecting property name enclosed in double quotes, line 1)"),
+        ("[]", "holds a JSON list, not an object"),
+        ('{"schema": "i1-hints/0", "tests": {}}', "schema is 'i1-hints/0', expected 'i1-hints/1'"),
+        ('{"schema": "i1-hints/1", "tests": []}', "tests is [], not an object of test entries"),
+        ('{"schema": "i1-hints/1", "tests": {"t": 3}}', "test 't' is 3, not an object"),
+        (
+            '{"schema": "i1-hints/1", "tests": {"t": {"status": "ok"}}}',
+            "test 't' has status 'ok', not one of ('passed', 'failed', 'internal-error')",
+        ),
+        (
+            '{"schema": "i1-hints/1", "tests": {"t": {"status": "failed", "hints": [3]}}}',
+            "test 't': hints is [3], not a list of strings",
+        ),
+        (
+            '{"schema": "i1-hints/1", "tests": {"t": {"status": "failed", "passed": true}}}',
+            "test 't' says passed True, status failed",
+        ),
+    ],
+)
+def test_a_bad_hint_sidecar_is_refused_with_its_reason(tmp_path, text, reason):
+    """Does each kind of bad hint sidecar raise RecordError naming the file and the fault?"""
+    path = tmp_path / HINTS_SIDECAR
+    path.write_text(text)
+    with pytest.raises(RecordError) as info:
+        sidecars.load_hints(path)
+    assert info.value.path == path and info.value.reason == reason
+    assert str(info.value) == f"{path}: {reason}"
+
+
+def test_a_missing_sidecar_is_missing_not_bad(tmp_path):
+    """Is an absent file RecordMissing (the writer never ran), a RecordError like the rest?"""
+    with pytest.raises(RecordMissing, match="no such file"):
+        sidecars.load_hints(tmp_path / HINTS_SIDECAR)
+    with pytest.raises(RecordMissing):
+        timing_record.load(tmp_path / SIDECAR)
+
+
+# -- the timing sidecar ------------------------------------------------------------------
+
+
+def _timing(tmp_path: Path, **changes) -> Path:
+    path = tmp_path / SIDECAR
+    path.write_text(json.dumps({**FAKE_TIMING, **changes}))
+    return path
+
+
+def test_timing_sidecar_loads_typed(tmp_path):
+    """Does a sidecar shaped like grader.gpu_timing's load with its numbers and shapes?"""
+    record = timing_record.load(_timing(tmp_path))
+    assert (record.points, record.max_points, record.device) == (1.5, 2, "NVIDIA H200")
+    assert [s.shape for s in record.shapes] == ["4096x4096", "65536x512"]
+    assert record.shapes[0].student_ms == 0.1618 and record.shapes[0].correct is True
+    failed = {"schema": timing_record.SCHEMA, "points": 0.0, "max_points": 2, "shapes": []}
+    (tmp_path / "failed.json").write_text(json.dumps({**failed, "error": "no GPU"}))
+    assert timing_record.load(tmp_path / "failed.json").error == "no GPU"
+
+
+@pytest.mark.parametrize(
+    ("changes", "reason"),
+    [
+        ({"schema": None}, "schema is None, expected 'i1-timing/1'"),
+        ({"points": "1.5"}, "points is '1.5', not float"),
+        ({"points": 3}, "points 3 of max_points 2: not 0 <= points <= max"),
+        ({"max_points": 0, "points": 0}, "points 0 of max_points 0: not 0 <= points <= max"),
+        ({"shapes": {}}, "shapes is {}, not a list"),
+        ({"speed": "fast"}, "unexpected fields ['speed']"),
+        ({"versions": {"torch": 2}}, "versions is {'torch': 2}, not an object of strings"),
+        ({"shapes": [{"rows": 4}]}, "shape 0: missing cols, student_ms, reference_ms"),
+    ],
+)
+def test_a_bad_timing_sidecar_is_refused_with_its_reason(tmp_path, changes, reason):
+    """Does each kind of bad timing sidecar raise RecordError naming the fault?"""
+    with pytest.raises(RecordError) as info:
+        timing_record.load(_timing(tmp_path, **changes))
+    assert info.value.reason.startswith(reason)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "reason"),
+    [
+        ("ratio", "1.2", "shape 1: ratio is '1.2', not float"),
+        ("correct", 1, "shape 1: correct is 1, not bool"),
+        ("ratio", 0.0, "shape 1: student_ms, reference_ms, ratio (0.3302, 0.2816, 0.0): not all"),
+        ("fraction", 1.5, "shape 1: fraction is 1.5, not between 0 and 1"),
+    ],
+)
+def test_a_bad_shape_is_refused_with_its_reason(tmp_path, field, value, reason):
+    """Is a mistyped or impossible number in one shape refused, naming the shape?"""
+    shapes = [FAKE_TIMING["shapes"][0], {**FAKE_TIMING["shapes"][1], field: value}]
+    with pytest.raises(RecordError) as info:
+        timing_record.load(_timing(tmp_path, shapes=shapes))
+    assert info.value.reason.startswith(reason)
+
+
+def test_recheck_says_why_a_timing_record_is_bad(tmp_path):
+    """Does the recheck give 0 with the record's fault, and the fraction of a good one?"""
+    _timing(tmp_path, points="2")
+    fraction, why = recheck.timing_record(tmp_path)
+    assert fraction == 0.0
+    assert why == f"{SIDECAR} beside the notebook is not a timing record: points is '2', not float"
+    _timing(tmp_path)
+    assert recheck.timing_record(tmp_path) == (0.75, "the timing record gives 1.5 points")
+    (tmp_path / SIDECAR).unlink()
+    assert "the timing cell never measured" in recheck.timing_record(tmp_path)[1]
+
+
+def _child_writes(record: dict, monkeypatch, tmp_path: Path) -> gpu_timing.Sandbox:
+    """A timing child that exits 0 having written `record`, in a sandbox."""
+    here = tmp_path / "record.json"
+
+    def run(*args, **kwargs):
+        here.write_text(json.dumps(record))
+        return subprocess.CompletedProcess([], 0, stdout="", stderr="")
+
+    monkeypatch.setattr(gpu_timing, "require_cuda", lambda: None)
+    monkeypatch.setattr(gpu_timing.subprocess, "run", run)
+    return gpu_timing.Sandbox(list, "impl", str(here), here, "0" * 64)
+
+
+def _child_record(**shape_changes) -> dict:
+    shapes = [
+        {**s, "student_wall_ms": 0.2, "reference_wall_ms": 0.2, "events_ms": 0.0}
+        for s in FAKE_TIMING["shapes"]
+    ]
+    shapes[1] |= shape_changes
+    drop = ("points", "max_points")
+    return {
+        **{k: v for k, v in FAKE_TIMING.items() if k not in drop},
+        "fraction": 0.75,
+        "seconds": 0.0,
+        "shapes": shapes,
+    }
+
+
+def test_the_timing_cell_writes_what_the_readers_load(tmp_path, monkeypatch):
+    """Does a good record from the timing child become a sidecar the readers load?"""
+    sandbox = _child_writes(_child_record(), monkeypatch, tmp_path)
+    out = tmp_path / SIDECAR
+    assert gpu_timing.timing_points(MAX_POINTS, sidecar=out, sandbox=sandbox) == 1.5
+    assert timing_record.load(out).points == 1.5
+
+
+def test_the_timing_cell_scores_a_bad_child_record_0_with_its_reason(tmp_path, monkeypatch):
+    """Does a record the child forged (a ratio that is a string) score 0, saying why, and
+    leave a sidecar the readers load?"""
+    sandbox = _child_writes(_child_record(ratio="fast"), monkeypatch, tmp_path)
+    out = tmp_path / SIDECAR
+    assert gpu_timing.timing_points(MAX_POINTS, sidecar=out, sandbox=sandbox) == 0.0
+    record = timing_record.load(out)
+    assert record.points == 0.0
+    assert record.error == (
+        "the timing process wrote a bad record (shape 1: ratio is 'fast', not float)"
+    )
+
+
+def test_the_cohort_marks_unreadable_sidecars_with_the_reason(tmp_path):
+    """Is a bad sidecar left out of the student's data and named, with why, in the summary?"""
+    _timing(tmp_path, schema="i1-timing/0")
+    (tmp_path / HINTS_SIDECAR).write_text(json.dumps({"schema": HINTS_SCHEMA, "tests": []}))
+    record = cohort.StudentRecord("ada", True, True, True, 0.0)
+    cohort.read_sidecars(record, tmp_path)
+    assert record.hints is None and record.timing is None and not record.internal
+    assert record.unreadable == (
+        f"{HINTS_SIDECAR}: tests is [], not an object of test entries",
+        f"{SIDECAR}: schema is 'i1-timing/0', expected 'i1-timing/1'",
+    )
+    cell = cohort.CellInfo("nb", "test_a", 1.0, "public", ("public:a",), False)
+    course = cohort.Cohort(tmp_path, ASSIGNMENT, [cell], [record])
+    table = cohort.build_table(course)
+    report = cohort.Report(
+        course,
+        table,
+        cohort.timing_table({}),
+        cohort.hint_table(course),
+        cohort.summarize(course, table),
+    )
+    assert (
+        f"Unreadable sidecar: ada: {SIDECAR}: schema is 'i1-timing/0', expected 'i1-timing/1'; "
+        "its data is left out of this report (autograde the submission again to rewrite it)."
+    ) in cohort.summary_lines(report)
+
+
+# -- the benchmark results ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("changes", "reason"),
+    [
+        ({"device": 5}, "device is 5, not a string"),
+        ({"versions": ["torch"]}, "versions is ['torch'], not an object of strings"),
+        ({"rows": {}}, "rows must be a list"),
+    ],
+)
+def test_a_bad_results_file_is_refused_with_its_reason(tmp_path, changes, reason):
+    """Is a results file with a mistyped run field refused, naming the file and the field?"""
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps({**json.loads(results.H200_SAMPLE.read_text()), **changes}))
+    with pytest.raises(results.ResultsError, match=re.escape(f"{path}: {reason}")):
+        results.load(path)
+    with pytest.raises(cohort.CohortError, match=re.escape(f"bad --benchmark file: {path}: ")):
+        cohort.build_report(tmp_path, ASSIGNMENT, path)
+
+
+# -- the timing policy -------------------------------------------------------------------
+
+
+def _timing_cell() -> nbformat.NotebookNode:
+    source = nbformat.read(REPO / "source" / ASSIGNMENT / NOTEBOOK, as_version=4)
+    graded = {c.metadata.get("nbgrader", {}).get("grade_id"): c for c in source.cells}
+    return graded["hidden_timing"]
+
+
+def test_the_timing_cell_gives_the_policys_points():
+    """Do the source notebook's hidden_timing metadata and its timing_points call both give
+    the policy's MAX_POINTS, as the trusted side's default does?"""
+    cell = _timing_cell()
+    assert cell.metadata["nbgrader"]["points"] == MAX_POINTS
+    calls = [
+        node
+        for node in ast.walk(ast.parse(cell.source))
+        if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "timing_points"
+    ]
+    assert len(calls) == 1
+    passed = calls[0].args[:1] or [k.value for k in calls[0].keywords if k.arg == "max_points"]
+    assert ast.literal_eval(passed[0]) == MAX_POINTS
+    default = inspect.signature(trusted.Runner.timing_points).parameters["max_points"].default
+    assert default == MAX_POINTS
+
+
+def test_bands_score_and_label_from_one_definition():
+    """Does each band's limit earn its fraction, and is each labelled as that fraction?"""
+    assert [b.label for b in BANDS] == ["full points", "3/4", "1/2", "1/4"]
+    for each in BANDS:
+        assert band(each.limit) == each.fraction
+        assert band(each.limit * 1.001) < each.fraction
+    assert band(100.0) == timing_record.SLOWEST_FRACTION
+    assert gpu_timing.band is band
