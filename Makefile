@@ -1,26 +1,52 @@
-# The course's everyday commands. PYTHONPATH lets nbgrader's kernels import learning/ and grader/.
+# The course's everyday commands. On first use they build the project environment, .venv, and
+# run everything with its Python; `make test PYTHON=python3` uses an existing environment instead
+# (no .venv). PYTHONPATH lets nbgrader's kernels import learning/ and grader/.
 export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
-PYTHON ?= python3
+VENV := .venv
+PYTHON ?= $(VENV)/bin/python
+# torch's wheel index: PyTorch's CPU-only one where there is no nvidia-smi, else PyPI's default.
+CPU_INDEX := https://download.pytorch.org/whl/cpu
+TORCH_INDEX ?= $(if $(shell command -v nvidia-smi),,$(CPU_INDEX))
+# torch's requirement as pyproject.toml states it, e.g. torch>=2.11,<2.14
+TORCH = $(shell sed -n 's/^ *"\(torch[<>=!~][^"]*\)",*$$/\1/p' pyproject.toml)
 
-.PHONY: demo test release check student-bundle secret
+ifeq ($(PYTHON),$(VENV)/bin/python)
+SETUP := $(VENV)/.installed
+# .venv/bin first, so what nbgrader and the tests launch by name is the environment's
+export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
+endif
 
-demo:  ## build the release, autograde the sample cohort in a scratch course, write the report
+.PHONY: demo test release check student-bundle secret venv
+
+demo: $(SETUP)  ## build the release, autograde the sample cohort in a scratch course, write the report
 	$(PYTHON) -m nbgrader generate_assignment i1_strided_softmax --force --log-level=WARN
 	$(PYTHON) -m grader.demo --course scratch/demo --report reports/cohort
 
-test:  ## every test (GPU tests skip without a CUDA device)
+test: $(SETUP)  ## every test (GPU tests skip without a CUDA device)
 	$(PYTHON) -m ruff check .
 	$(PYTHON) -m ruff format --check .
-	$(PYTHON) -m pytest -q
+	$(PYTHON) -m pytest -q -n auto --dist loadgroup
 
-release:  ## regenerate release/ from source/ (commit both)
+release: $(SETUP)  ## regenerate release/ from source/ (commit both)
 	$(PYTHON) -m nbgrader generate_assignment i1_strided_softmax --force
 
-check:  ## check the reference solution, as a student checks their work
+check: $(SETUP)  ## check the reference solution, as a student checks their work
 	$(PYTHON) -m learning.workshops.check strided_softmax --hint --impl grader/reference.py
 
-student-bundle:  ## the zip students get: release notebooks, learning/, environment, README
+student-bundle: $(SETUP)  ## the zip students get: release notebooks, learning/, environment, README
 	$(PYTHON) -m grader.bundle --out dist/i1-student.zip
 
-secret:  ## create the course secret (course_secret.txt, git-ignored) that draws the hidden tests
+secret: $(SETUP)  ## create the course secret (course_secret.txt, git-ignored) that draws the hidden tests
 	$(PYTHON) -m grader.seeding new --course $(CURDIR)
+
+venv: $(VENV)/.installed  ## only build .venv
+
+# Built once; rebuilt (in place) only when pyproject.toml changes. A failed step leaves no stamp,
+# so the next make retries.
+$(VENV)/.installed: pyproject.toml
+	test -x $(VENV)/bin/python || python3 -m venv $(VENV)
+	$(VENV)/bin/python -m pip install -q --upgrade pip
+	$(VENV)/bin/python -m pip install -q $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) "$(TORCH)"
+	$(VENV)/bin/python -m pip install -q -e ".[course,dev]"
+	$(VENV)/bin/python -m ipykernel install --sys-prefix --name python3
+	touch $@

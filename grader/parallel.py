@@ -435,13 +435,6 @@ def main(argv: list[str] | None = None) -> int:
     except (ParallelError, CourseError, ValueError, SandboxUnavailable) as error:
         print(f"parallel: {error}", file=sys.stderr)
         return 2
-    except SyntaxError as error:  # only the course's nbgrader_config.py is compiled here
-        print(
-            f"parallel: {error.filename}, line {error.lineno}: syntax error ({error.msg}); "
-            "fix the course's config.",
-            file=sys.stderr,
-        )
-        return 2
     print(_report(run))
     return 1 if run.failed else 0
 

@@ -17,17 +17,19 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Collection
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import nbformat
 
 from grader import course
-from grader.gpu_timing import SIDECAR
 from grader.hidden import FUNCTION_CHECKS, run_function_check, run_hidden
 from grader.sandbox import SandboxUnavailable, ready_to_grade
+from grader.timing_record import SIDECAR, load
 from grader.trusted import Runner, draw_for, sandboxed_copy
 from learning.workshops.faults import INTERNAL_ERROR
+from learning.workshops.sidecars import RecordError, RecordMissing
 
 RECHECKED = {
     "hidden_addresses": "address_table",
@@ -68,13 +70,13 @@ def timing_record(folder: Path) -> tuple[float, str]:
     """The timing cell's fraction of its points from the record the timing process left
     beside the notebook, and why; no record means the timing never ran."""
     try:
-        record = json.loads((folder / SIDECAR).read_text())
-        fraction = float(record["points"]) / float(record["max_points"])
-    except FileNotFoundError:
+        record = load(folder / SIDECAR)
+    except RecordMissing:
         return 0.0, f"no {SIDECAR} beside the notebook: the timing cell never measured"
-    except (OSError, ValueError, KeyError, TypeError, ZeroDivisionError):
-        return 0.0, f"{SIDECAR} beside the notebook is not a timing record"
-    return fraction, record.get("error") or f"the timing record gives {record['points']:g} points"
+    except RecordError as exc:
+        return 0.0, f"{SIDECAR} beside the notebook is not a timing record: {exc.reason}"
+    fraction = record.points / record.max_points
+    return fraction, record.error or f"the timing record gives {record.points:g} points"
 
 
 def recheck_cell(cell: str, folder: Path, runner: Runner) -> tuple[float, str]:
@@ -89,13 +91,14 @@ def recheck_cell(cell: str, folder: Path, runner: Runner) -> tuple[float, str]:
     return float(passed), evidence
 
 
-def recheck_course(root: Path) -> list[Disagreement]:
-    """Every disagreement between the gradebook and a fresh recheck, over all submissions."""
+def recheck_course(root: Path, students: Collection[str] = ()) -> list[Disagreement]:
+    """Every disagreement between the gradebook and a fresh recheck, over all submissions
+    (or those of `students`)."""
     scores = {(s.student, s.cell): s for s in course.cell_scores(root)}
     disagreements = []
     for folder in sorted((root / "autograded").glob(f"*/{course.ASSIGNMENT}")):
         student, notebook = folder.parent.name, folder / course.NOTEBOOK
-        if not notebook.is_file():
+        if not notebook.is_file() or students and student not in students:
             continue
         draw = draw_for(f"sqlite:///{root / 'gradebook.db'}", course.ASSIGNMENT, student, root)
         with sandboxed_copy(nbformat.read(notebook, as_version=4), draw) as runner:
@@ -126,6 +129,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("assignment", help="the assignment to recheck")
     parser.add_argument("--course", default=str(course.REPO), help="the nbgrader course folder")
     parser.add_argument("--json", action="store_true", help="print the disagreements as JSON")
+    parser.add_argument(
+        "--student", action="append", default=[], help="recheck only this student (repeatable)"
+    )
     args = parser.parse_args(argv)
     root = Path(args.course)
     gradebook = root / "gradebook.db"
@@ -141,9 +147,17 @@ def main(argv: list[str] | None = None) -> int:
             f"recheck: no gradebook at {gradebook}; run nbgrader autograde first.", file=sys.stderr
         )
         return 2
+    unknown = [s for s in args.student if not (root / "autograded" / s / args.assignment).is_dir()]
+    if unknown:
+        print(
+            f"recheck: no autograded submission of {', '.join(unknown)} in {root}; "
+            "run nbgrader autograde first.",
+            file=sys.stderr,
+        )
+        return 2
     try:
         ready_to_grade(root)
-        found = recheck_course(root)
+        found = recheck_course(root, args.student)
     except course.CourseError as exc:
         print(f"recheck: {exc}.", file=sys.stderr)
         return 2

@@ -137,15 +137,16 @@ def add_unsafe_option(parser) -> None:
 
 def ready_to_grade(root: Path, unsafe: bool = False) -> None:
     """Before any grading of the course at `root`: raise SandboxUnavailable, saying what to
-    run, when the course has no secret (`grader.seeding`); with `unsafe`, mark this process
-    and its children as grading unsandboxed; otherwise raise it unless bubblewrap is here."""
+    do, when its nbgrader_config.py would not be loaded as written or the course has no
+    secret (`grader.seeding`); with `unsafe`, mark this process and its children as grading
+    unsandboxed; otherwise raise it unless bubblewrap is here."""
     from grader.seeding import MissingSecret, course_secret
 
+    require_course_config(root)
     try:
         course_secret(root)
     except MissingSecret as exc:
         raise SandboxUnavailable(str(exc)) from None
-    require_course_config(root)
     if unsafe:
         os.environ[UNSAFE_ENV] = "1"
     if not unsafe_requested():
@@ -160,9 +161,13 @@ def require_course_config(root: Path) -> None:
 
     path = Path(root) / "nbgrader_config.py"
     if not path.is_file():
-        raise SandboxUnavailable(f"the course at {root} has no nbgrader_config.py.")
+        raise SandboxUnavailable(f"{root} is not a course: it has no nbgrader_config.py")
     try:
         config = PyFileConfigLoader(path.name, path=str(path.parent)).load_config()
+    except SyntaxError as exc:
+        raise SandboxUnavailable(
+            f"{path}, line {exc.lineno}: syntax error ({exc.msg}); fix the course's config."
+        ) from None
     except Exception as exc:  # whatever the file raised is the instructor's to fix
         raise SandboxUnavailable(
             f"{path} does not load ({type(exc).__name__}: {exc}); nbgrader would grade "
@@ -335,12 +340,14 @@ def _filesystem(
     mounts.tmpfs("/tmp", limits.tmp_bytes)
     mounts.tmpfs("/dev/shm", 64 * MiB)
     mounts.args += ["--perms", "1777", "--dir", HOME]
+    mounts.add("--bind", work.resolve(), WORK)
+    # After the scratch folder: a Python environment inside a folder named like it (a
+    # project's .venv under /work, say) is then bound over it, not hidden by it.
     for path in python_paths():
         mounts.add("--ro-bind", path, path)
     mounts.add("--ro-bind", LEARNING, f"{COURSE}/learning")
     for source, dest in extra:
         mounts.add("--ro-bind", Path(source).resolve(), dest)
-    mounts.add("--bind", work.resolve(), WORK)
     if gpu:
         for node in nvidia_nodes():
             mounts.add("--dev-bind", node, node)

@@ -28,11 +28,30 @@ select_mode(verbose=False)
 
 
 @pytest.fixture(scope="session")
-def graded_sample_course(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The sample cohort (grader.sample_cohort), autograded once per test session."""
-    from grader import course, sample_cohort
+def shared_course(tmp_path_factory: pytest.TempPathFactory):
+    """The course every end-to-end test reads (tests/shared_course.py), autograded once per
+    test session: the sample cohort and the submissions the end-to-end tests need."""
+    from shared_course import graded
 
-    root = tmp_path_factory.mktemp("sample")
-    sample_cohort.build(root)
-    course.autograde(root)
-    return root
+    return graded(tmp_path_factory.mktemp("shared"))
+
+
+@pytest.fixture(scope="session")
+def graded_sample_course(shared_course) -> Path:
+    """The folder of the shared course, which holds the sample cohort (grader.sample_cohort)."""
+    return shared_course.root
+
+
+SHARED = "shared_course"
+"""The xdist group of every test that reads the shared course: one worker builds and grades
+it once, the other workers run everything else meanwhile (`make test`: -n auto --dist
+loadgroup)."""
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Put every test that needs the shared course, directly or through a fixture, in one
+    xdist group."""
+    for item in items:
+        if SHARED in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group(SHARED))

@@ -1,89 +1,46 @@
-"""nbgrader end to end on CPU: a scratch course, a cohort of submissions, real autograding."""
+"""nbgrader end to end on CPU: the shared course (tests/shared_course.py), autograded for
+real once; each test reads what nbgrader made of one kind of submission."""
 
 from __future__ import annotations
 
-import copy
 import html
 import re
-from collections import defaultdict
 
 import nbformat
 import pytest
 import torch
+from notebook_cells import lost_cells
+from shared_course import SHAPES_GRADED, grade_id
 
 from grader import course
 from grader.grading_log import read_record
 from grader.hidden import hidden_cases
+from grader.sample_cohort import members
 from grader.sandbox import split_hidden_tests
 from grader.seeding import course_secret
 from grader.trusted import draw_for
-from grader.zoo import BUGS, SHAPES
+from grader.zoo import BUGS
 from learning.workshops.cases import OPS
 from learning.workshops.views import geometry
 
 pytestmark = pytest.mark.nbgrader
 
-KILLS_KERNEL = ("segfaults", "never-returns")
-"""Bugs that kill or hang the grading kernel in a visible test cell (in-process by design:
-students run those on their live code), so nbgrader grades nothing for them."""
-GRADED = [b for b in BUGS if b.base == "reference" and b.name not in KILLS_KERNEL]
-"""The solved notebook is built from the reference, so only its bugs apply to it."""
+BUGGY = {
+    m.student: next(b for b in BUGS if b.edits == m.edits) for m in members() if m.kind == "bug"
+}
+"""The shared course's buggy students and their bugs (every bug: tests/test_cell_losses.py)."""
 GPU_CELLS = set() if torch.cuda.is_available() else {"hidden_timing"}
 """Cells that cannot score without a GPU: every submission loses them here."""
 AUTOGRADED = 11
-CRASHING = next(b for b in BUGS if b.name == "segfaults")
-SMOKE_FAILS = next(b for b in BUGS if b.name == "pads-with-zero")
-"""A bug whose hidden cells' quick checks fail too: the hidden cases must still run."""
-
-
-def _grade_id(cell) -> str | None:
-    return cell.metadata.get("nbgrader", {}).get("grade_id")
-
-
-def without(notebook, *grade_ids: str):
-    """`notebook` with the cells of `grade_ids` deleted."""
-    notebook = copy.deepcopy(notebook)
-    notebook.cells = [c for c in notebook.cells if _grade_id(c) not in grade_ids]
-    return notebook
-
-
-def rearranged(notebook):
-    """The solution with a visible and a hidden test cell deleted, a test cell and a
-    solution cell moved to the end, a markdown cell moved to the top, and a cell added."""
-    notebook = without(notebook, "test_pass1", "hidden_pass3")
-    cells = notebook.cells
-    for moved in ("test_pass2", "worksheet_solution"):
-        cell = next(c for c in cells if _grade_id(c) == moved)
-        cells.remove(cell)
-        cells.append(cell)
-    markdown = next(c for c in cells if c.source.startswith("## 4."))
-    cells.remove(markdown)
-    cells.insert(0, markdown)
-    cells.insert(5, nbformat.v4.new_code_cell("print('a cell of my own')"))
-    return notebook
+SMOKE_FAILS = "bug-pads-with-zero"
+"""A student whose bug fails the hidden cells' quick checks too: the hidden cases must
+still run."""
 
 
 @pytest.fixture(scope="module")
-def graded(tmp_path_factory):
-    """Autograde the solution, the untouched release, a noisy solution, the zoo and every
-    correct decomposition in grader/shapes/, once."""
-    root = course.new_course(tmp_path_factory.mktemp("course"))
-    course.submit(root, "solution", course.solved_notebook(root))
-    course.submit_release(root, "untouched")
-    course.submit(root, "noisy", course.solved_notebook(root, course.NOISY))
-    course.submit(root, "crasher", course.solved_notebook(root, CRASHING.edits))
-    course.submit(root, "rearranged", rearranged(course.solved_notebook(root)))
-    course.submit(root, "no-addresses", without(course.solved_notebook(root), "addresses"))
-    course.submit(root, "invalid-json", course.solved_notebook(root)).write_text("{not json")
-    for bug in GRADED:
-        course.submit(root, bug.name, course.solved_notebook(root, bug.edits))
-    for shape in SHAPES:
-        course.submit(root, f"shape-{shape}", course.shape_notebook(root, shape))
-    run = course.autograde(root)
-    scores = defaultdict(dict)
-    for cell in course.cell_scores(root):
-        scores[cell.student][cell.cell] = (cell.score, cell.max_score)
-    return root, run, scores
+def graded(shared_course):
+    """The shared course: its folder, nbgrader's run and every student's cell scores."""
+    return shared_course.root, shared_course.run, shared_course.scores
 
 
 def lost(cells: dict) -> set[str]:
@@ -116,7 +73,7 @@ def test_stderr_and_warnings_do_not_zero_a_cell(graded):
     assert lost(scores["noisy"]) == set()
 
 
-@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("shape", SHAPES_GRADED)
 def test_every_decomposition_scores_full_marks(graded, shape):
     """Does a correct kernel decomposed another way (another grid axis, a persistent loop,
     several rows or column tiles per program, a compiled handle, autotune, heuristics)
@@ -126,11 +83,16 @@ def test_every_decomposition_scores_full_marks(graded, shape):
     assert lost(scores[f"shape-{shape}"]) == set()
 
 
-@pytest.mark.parametrize("bug", GRADED, ids=[b.name for b in GRADED])
-def test_bug_loses_exactly_its_cells(graded, bug):
-    """Does each buggy submission lose exactly the cells that test its bug?"""
-    _, _, scores = graded
-    assert lost(scores[bug.name]) == set(bug.loses)
+@pytest.mark.parametrize("student", sorted(BUGGY))
+def test_bug_loses_exactly_its_cells(graded, student, tmp_path):
+    """Does each buggy submission lose exactly the cells that test its bug, and the cells
+    the direct checks say it loses (so that those stand for nbgrader for every bug)?"""
+    root, _, scores = graded
+    assert lost(scores[student]) == set(BUGGY[student].loses)
+    submitted = root / "submitted" / student / course.ASSIGNMENT / course.NOTEBOOK
+    draw = draw_for(f"sqlite:///{root / 'gradebook.db'}", course.ASSIGNMENT, student, root)
+    isolated = BUGGY[student].hint in ("crash", "memory", "timeout")
+    assert lost_cells(submitted, draw, isolated) == lost(scores[student])
 
 
 def test_crashing_submission_does_not_stop_the_others(graded):
@@ -140,8 +102,8 @@ def test_crashing_submission_does_not_stop_the_others(graded):
     assert not (root / "autograded" / "crasher" / course.ASSIGNMENT).exists()
     assert sum(score or 0 for score, _ in scores["crasher"].values()) == 0
     graded_students = {s for s, cells in scores.items() if len(cells) == AUTOGRADED + 1}
-    expected = {"solution", "untouched", "noisy"} | {b.name for b in GRADED}
-    assert expected | {f"shape-{s}" for s in SHAPES} <= graded_students
+    expected = {"solution", "untouched", "noisy", *BUGGY}
+    assert expected | {f"shape-{s}" for s in SHAPES_GRADED} <= graded_students
 
 
 def total(cells: dict) -> float:
@@ -183,8 +145,8 @@ def test_an_invalid_notebook_is_ungradable_with_its_cause(graded):
 def test_a_failed_quick_check_does_not_hide_the_hidden_cases(graded):
     """When a hidden cell's quick check fails, do its hidden cases still run and say so?"""
     root, _, _ = graded
-    path = root / "autograded" / SMOKE_FAILS.name / course.ASSIGNMENT / course.NOTEBOOK
-    cell = next(c for c in nbformat.read(path, 4).cells if _grade_id(c) == "hidden_pass2")
+    path = root / "autograded" / SMOKE_FAILS / course.ASSIGNMENT / course.NOTEBOOK
+    cell = next(c for c in nbformat.read(path, 4).cells if grade_id(c) == "hidden_pass2")
     text = "\n".join(o.get("text", "") + o.get("evalue", "") for o in cell.outputs)
     assert "The quick check before the hidden tests failed" in text
     assert "hidden cases fail" in text and "Hint [padding]" in text
@@ -229,7 +191,7 @@ def test_feedback_shows_no_hidden_test(graded, feedback):
     root, _, _ = graded
     hits = {}
     for student, (files, text) in feedback.items():
-        assert files == ["strided_softmax.html"], student
+        assert set(files) - {"timestamp.txt"} == {"strided_softmax.html"}, student
         found = [word for word in leaks(root, student) if word in text]
         if found:
             hits[student] = found
@@ -239,7 +201,7 @@ def test_feedback_shows_no_hidden_test(graded, feedback):
 def test_feedback_says_what_failed_and_why(feedback):
     """Does a failing hidden cell's feedback give the kinds of view, the hint and a freshly
     drawn example, and a correct one say its hidden cases pass?"""
-    _, text = feedback[SMOKE_FAILS.name]
+    _, text = feedback[SMOKE_FAILS]
     assert "hidden cases fail. The kinds of input that failed:" in text and "Hint [padding]" in text
     assert "An example that fails the same way" in text
     assert "hidden cases pass" in feedback["solution"][1]

@@ -1,0 +1,60 @@
+"""Which cells each bug in the zoo loses, and that every correct decomposition loses none:
+the graded cells' checks run directly on each submission (tests/notebook_cells.py), with
+no nbgrader. The shared course's autograde shows nbgrader takes the same cells
+(tests/test_nbgrader_e2e.py)."""
+
+from __future__ import annotations
+
+import nbformat
+import pytest
+from notebook_cells import SOURCE, graded_cells, lost_cells
+
+from grader import course
+from grader.hidden import course_draw
+from grader.zoo import BUGS, SHAPES
+
+KILLS_KERNEL = ("segfaults", "never-returns")
+"""Bugs that kill or hang the kernel in a visible cell (as they would this process): nbgrader
+grades nothing of theirs, which the shared course's crasher shows."""
+CRASHES_CHILDREN = ("crash", "memory", "timeout")
+"""Hints of bugs whose hidden cases crash or exhaust their process: they run isolated."""
+GRADED = [b for b in BUGS if b.base == "reference" and b.name not in KILLS_KERNEL]
+"""The solved notebook is built from the reference, so only its bugs apply to it."""
+
+
+def _submitted(tmp_path, notebook):
+    path = tmp_path / course.NOTEBOOK
+    nbformat.write(notebook, path)
+    return path
+
+
+@pytest.mark.parametrize("bug", GRADED, ids=[b.name for b in GRADED])
+def test_bug_loses_exactly_its_cells(bug, tmp_path):
+    """Does each buggy submission lose exactly the cells that test its bug?"""
+    path = _submitted(tmp_path, course.solved_notebook(course.REPO, bug.edits))
+    isolated = bug.hint in CRASHES_CHILDREN
+    assert lost_cells(path, course_draw(), isolated) == set(bug.loses)
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_every_decomposition_loses_nothing(shape, tmp_path):
+    """Does a correct kernel decomposed another way (another grid axis, a persistent loop,
+    several rows or column tiles per program, a compiled handle, autotune, heuristics)
+    pass every correctness cell, hidden ones included?"""
+    path = _submitted(tmp_path, course.shape_notebook(course.REPO, shape))
+    assert lost_cells(path, course_draw()) == set()
+
+
+def test_the_solution_loses_nothing_and_the_release_everything(tmp_path):
+    """Do the direct checks pass the solution and fail every cell of the untouched release
+    (so they can fail, and can pass)?"""
+    solution = _submitted(tmp_path, course.solved_notebook(course.REPO))
+    assert lost_cells(solution, course_draw()) == set()
+    release = tmp_path / "release" / course.NOTEBOOK
+    release.parent.mkdir()
+    release.write_bytes(
+        (course.REPO / "release" / course.ASSIGNMENT / course.NOTEBOOK).read_bytes()
+    )
+    cells = graded_cells(nbformat.read(SOURCE, as_version=4))
+    graded = {grade_id for grade_id, source in cells if "timing_points" not in source}
+    assert lost_cells(release, course_draw()) == graded
