@@ -187,12 +187,14 @@ def leaks(root, student: str) -> list[str]:
 
 def test_feedback_shows_no_hidden_test(graded, feedback):
     """Does no student's feedback hold a hidden test's source or markers, a grader module
-    or path, a sidecar, the secret, or any of their hidden cases?"""
+    or path, a sidecar, the secret, or any of their hidden cases? (What the student wrote
+    comes back as written: the tampering code that imports `grader.hidden`, say.)"""
     root, _, _ = graded
     hits = {}
     for student, (files, text) in feedback.items():
         assert set(files) - {"timestamp.txt"} == {"strided_softmax.html"}, student
-        found = [word for word in leaks(root, student) if word in text]
+        own = (root / "submitted" / student / course.ASSIGNMENT / course.NOTEBOOK).read_text()
+        found = [word for word in leaks(root, student) if word in text and word not in own]
         if found:
             hits[student] = found
     assert len(feedback) >= 20 and hits == {}
