@@ -9,18 +9,13 @@ saying so, and the hints sidecar records the test as `internal-error`.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import dataclasses
 import functools
 import hashlib
 import io
-import json
 import os
 import random
-import subprocess
-import sys
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,16 +24,12 @@ import torch
 
 from grader.seeding import course_folder, course_secret
 from learning.workshops.cases import BAD_INPUTS, DTYPES, OPS, Case, suite
-from learning.workshops.child import child_env
 from learning.workshops.contracts import default_device
 from learning.workshops.faults import (
-    INTERNAL_EXIT,
     CheckerFault,
     call_student,
-    fault_text,
-    internal_message,
 )
-from learning.workshops.isolation import IsolatedRun, run_isolated
+from learning.workshops.isolation import CallsFailed, IsolatedRun, Session
 from learning.workshops.testing import (
     checker_faults,
     quiet,
@@ -155,8 +146,8 @@ def expect_hidden(op: str, impl: Path | str = SUBMISSION) -> None:
     path = Path(impl).resolve()
     if not path.is_file():
         raise AssertionError(f"{op}: hidden tests need the graded notebook at {path}.")
-    with checker_faults(f"hidden:{op}"):
-        run = run_hidden(op, path)
+    with checker_faults(f"hidden:{op}"), Session(path) as session:
+        run = run_hidden(op, session)
     if run.load_error:
         raise AssertionError(
             f"{op}: the notebook's definitions do not load on their own: {run.load_error}"
@@ -168,15 +159,14 @@ def expect_hidden(op: str, impl: Path | str = SUBMISSION) -> None:
     print(f"{op}: {len(run.results)} hidden cases pass.")
 
 
-def run_hidden(op: str, impl: Path, draw: Draw | None = None, wrap=None) -> IsolatedRun:
-    """`op`'s hidden cases against the definitions in `impl`, in child processes (each run
-    through `wrap`, a sandbox, when given).
+def run_hidden(op: str, session: Session, draw: Draw | None = None) -> IsolatedRun:
+    """`op`'s hidden cases against the submission `session` serves.
 
     Every case has a result: one that crashed, hung or never ran is a failed result.
     """
     draw = draw or course_draw()
     cases = hidden_cases(op, draw)
-    return run_isolated(impl, op, OPS[op].function, cases, draw.seed, CASE_TIMEOUT_S, wrap)
+    return session.run_cases(op, OPS[op].function, cases, draw.seed, CASE_TIMEOUT_S)
 
 
 def hidden_views(draw: Draw | None = None) -> list[torch.Tensor]:
@@ -316,11 +306,11 @@ FUNCTION_CHECKS = {"address_table": check_address_table, "worksheet": check_work
 
 
 def run_function_check(
-    function: str, impl: Path, draw: Draw | None = None, wrap=None
+    function: str, session: Session, draw: Draw | None = None
 ) -> tuple[bool, str]:
-    """`function`'s hidden check: its definition in `impl` runs in a child (through `wrap`,
-    a sandbox, when given) on the hidden inputs; the answers are checked here. Returns
-    (passed, what the check said last)."""
+    """`function`'s hidden check: the submission's definition runs in `session`'s child on
+    the hidden inputs; the answers are checked here. Returns (passed, what the check said
+    last)."""
     if function == "address_table":
         views = hidden_views(draw)
         inputs, check = [view_input(v) for v in views], (lambda f: check_address_table(f, views))
@@ -328,7 +318,7 @@ def run_function_check(
         inputs = [{"results": r.to_json()} for r in worksheet_inputs()]
         check = FUNCTION_CHECKS[function]
     try:
-        answers = student_calls(impl, function, inputs, wrap)
+        answers = student_calls(session, function, inputs)
         with contextlib.redirect_stdout(io.StringIO()) as said:
             check(replay(answers))
     except (AssertionError, CheckerFault) as exc:
@@ -350,40 +340,13 @@ def view_input(view: torch.Tensor) -> dict:
     }
 
 
-CALLS_MODULE = "learning.workshops.calls"
-MAX_ANSWER_BYTES = 16 * 1024**2
-
-
-def student_calls(impl: Path, function: str, inputs: list[dict], wrap=None) -> list[dict]:
-    """The student's `function` from `impl` called on each input in one child process;
-    each call's answer. AssertionError when the child could not answer at all."""
-    job = json.dumps({"impl": str(impl), "function": function, "calls": inputs})
-    with tempfile.TemporaryFile() as report:
-        argv = [sys.executable, "-m", CALLS_MODULE, "--report-fd", str(report.fileno())]
-        try:
-            done = subprocess.run(
-                (wrap or list)(argv),
-                input=job,
-                capture_output=True,
-                text=True,
-                pass_fds=(report.fileno(),),
-                env=child_env(),
-                timeout=CASE_TIMEOUT_S,
-            )
-        except subprocess.TimeoutExpired:
-            raise AssertionError(f"{function}: no answer after {CASE_TIMEOUT_S:.0f} s") from None
-        report.seek(0)
-        text = report.read(MAX_ANSWER_BYTES).decode(errors="replace")
+def student_calls(session: Session, function: str, inputs: list[dict]) -> list[dict]:
+    """The student's `function` called on each input in `session`'s child; each call's
+    answer. AssertionError when the child could not answer at all."""
     try:
-        reply = json.loads(text.splitlines()[-1])
-    except (IndexError, ValueError):
-        why = last_line(done.stdout + done.stderr) or f"exit status {done.returncode}"
-        raise AssertionError(f"{function} could not be called: {why}") from None
-    if "load_error" in reply:
-        raise AssertionError(
-            f"{function}: the notebook's definitions do not load: {reply['load_error']}"
-        )
-    return reply["answers"]
+        return session.call(function, inputs, CASE_TIMEOUT_S)
+    except CallsFailed as exc:
+        raise AssertionError(f"{function}: {exc}") from None
 
 
 def replay(answers: list[dict]) -> Callable:
@@ -404,32 +367,3 @@ def last_line(text: str) -> str:
     """The last line of a child's output that says anything, cut to 300 characters."""
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     return lines[-1][:300] if lines else ""
-
-
-def main(argv: list[str] | None = None) -> int:
-    """The child of `run_function_check`: exit 0 when the check passes, 1 with why, 3 when
-    the check's own code failed (an internal error, not the student's)."""
-    from learning.workshops.contracts import select_mode
-    from learning.workshops.loader import LoadError, load_function
-
-    parser = argparse.ArgumentParser(description="Run one function's hidden check.")
-    parser.add_argument("function", choices=sorted(FUNCTION_CHECKS))
-    parser.add_argument("impl", help="the graded notebook or a .py file")
-    args = parser.parse_args(argv)
-    select_mode(verbose=False)
-    try:
-        FUNCTION_CHECKS[args.function](load_function(Path(args.impl), args.function))
-    except (LoadError, AssertionError) as exc:  # the student's function failed or raised
-        print(" ".join(str(exc).split()), file=sys.stderr)
-        return 1
-    except CheckerFault as exc:
-        print(" ".join(str(exc).split()), file=sys.stderr)
-        return INTERNAL_EXIT
-    except Exception as exc:  # outside the check: the checker's fault too
-        print(" ".join(internal_message([fault_text(exc)]).split()), file=sys.stderr)
-        return INTERNAL_EXIT
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -56,7 +56,7 @@ class Disagreement:
 
 def recheck_submission(runner: Runner, op: str) -> tuple[bool, str]:
     """Run `op`'s hidden cases on the notebook's own definitions, sandboxed; (passed, why)."""
-    run = run_hidden(op, runner.impl, runner.draw, runner.wrap)
+    run = run_hidden(op, runner.session, runner.draw)
     if run.load_error:
         return False, f"could not load: {run.load_error}"
     failed = [r for r in run.results if not r.passed]
@@ -85,7 +85,7 @@ def recheck_cell(cell: str, folder: Path, runner: Runner) -> tuple[float, str]:
     if target == "timing":
         return timing_record(folder)
     if target in FUNCTION_CHECKS:
-        passed, evidence = run_function_check(target, runner.impl, runner.draw, runner.wrap)
+        passed, evidence = run_function_check(target, runner.session, runner.draw)
     else:
         passed, evidence = recheck_submission(runner, target)
     return float(passed), evidence

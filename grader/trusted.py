@@ -40,7 +40,7 @@ from grader.timing_record import MAX_POINTS
 from grader.timing_record import SIDECAR as TIMING_SIDECAR
 from learning.workshops.cases import OPS
 from learning.workshops.faults import CheckerFault, fault_text
-from learning.workshops.isolation import run_isolated
+from learning.workshops.isolation import Session
 from learning.workshops.sidecars import HINTS_SIDECAR, RecordError, outcome, write_hints
 from learning.workshops.testing import record_outcome, record_status, verdict
 from learning.workshops.timing import NoCudaError
@@ -111,7 +111,8 @@ def sandboxed_copy(nb: NotebookNode, draw: Draw) -> Iterator[Runner]:
             (Path(kit) / name).write_bytes((Path(__file__).parent / name).read_bytes())
         extra = [(Path(kit), "/course/grader")]
         wrap = functools.partial(sandboxed, work=work, cgroups=cgroups, extra=extra)
-        yield Runner(work, draw, wrap, Path(inside(work, work / NOTEBOOK)))
+        with Session(Path(inside(work, work / NOTEBOOK)), wrap) as session:
+            yield Runner(work, draw, wrap, session)
 
 
 def _stream(text: str) -> NotebookNode:
@@ -143,10 +144,11 @@ def kernel_notes(outputs: list) -> list[NotebookNode]:
 
 class Runner:
     """Runs hidden checks on one submission: its notebook in a scratch folder that the
-    sandboxed children see as their own."""
+    sandboxed children see as their own, its definitions loaded once in `session`'s child."""
 
-    def __init__(self, work: Path, draw: Draw, wrap: Callable, impl: Path) -> None:
-        self.work, self.draw, self.wrap, self.impl = work, draw, wrap, impl
+    def __init__(self, work: Path, draw: Draw, wrap: Callable, session: Session) -> None:
+        self.work, self.draw, self.wrap, self.session = work, draw, wrap, session
+        self.impl = session.impl
 
     say: Callable[[str], None] = staticmethod(lambda _: None)
     """Where each check's outcome is told in full (the student's grading log)."""
@@ -162,7 +164,7 @@ class Runner:
         return outputs
 
     def expect_hidden(self, op: str, *_, **__) -> list[NotebookNode]:
-        run = run_hidden(op, self.impl, self.draw, self.wrap)
+        run = run_hidden(op, self.session, self.draw)
         if run.load_error:
             raise AssertionError(f"{op}: the notebook's definitions do not load: {run.load_error}")
         record_outcome(f"hidden:{op}", run.results)
@@ -181,14 +183,12 @@ class Runner:
         def run(cases: list) -> list:
             seed = secrets.randbelow(2**31)
             function = OPS[op].function
-            return run_isolated(
-                self.impl, op, function, cases, seed, CASE_TIMEOUT_S, self.wrap
-            ).results
+            return self.session.run_cases(op, function, cases, seed, CASE_TIMEOUT_S).results
 
         return run
 
     def _function(self, function: str) -> list[NotebookNode]:
-        passed, said = run_function_check(function, self.impl, self.draw, self.wrap)
+        passed, said = run_function_check(function, self.session, self.draw)
         record_status(f"hidden:{function}", "passed" if passed else "failed")
         if not passed:
             raise AssertionError(said)

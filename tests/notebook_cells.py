@@ -27,6 +27,7 @@ from grader.hidden import (
 from grader.sandbox import split_hidden_tests
 from grader.trusted import hidden_checks
 from learning.workshops.cases import OPS
+from learning.workshops.isolation import Session
 from learning.workshops.loader import load_module
 from learning.workshops.results import H200_SAMPLE, load
 from learning.workshops.testing import quiet, run_cases, verdict
@@ -70,7 +71,8 @@ def _hidden_check(name: str, args: list, namespace: dict, path: Path, draw: Draw
     if name == "expect_hidden":
         op = args[0]
         if isolated:
-            results = run_hidden(op, path, draw).results
+            with Session(path) as session:
+                results = run_hidden(op, session, draw).results
         else:
             function = namespace[OPS[op].function]
             results = run_cases(function, op, hidden_cases(op, draw), draw.seed)

@@ -83,7 +83,6 @@ def test_the_child_reports_a_fault_in_the_checks_and_goes_on(monkeypatch):
     in the checker, with the next case run by the same child?"""
     monkeypatch.delitem(cases.TOLERANCES, torch.float16)
     job = {
-        "impl": str(REFERENCE),
         "op": "strided_softmax",
         "function": "strided_softmax",
         "seed": 1,
@@ -93,12 +92,13 @@ def test_the_child_reports_a_fault_in_the_checks_and_goes_on(monkeypatch):
         ],
     }
     events = []
-    child.run_job(job, lambda event, **fields: events.append((event, fields)))
+    child.serve(REFERENCE, [job], lambda event, **fields: events.append((event, fields)))
     fault = next(fields for event, fields in events if event == "internal-error")
     assert fault["case"] == "half"
     assert fault["detail"] == "KeyError: torch.float16"
     assert fault["where"].startswith("learning/workshops/cases.py:")
-    assert events[-1][0] == "result" and events[-1][1]["passed"]
+    assert events[-2][0] == "result" and events[-2][1]["passed"]
+    assert events[-1][0] == "done"
 
 
 def test_cli_exits_3_with_the_internal_error_and_no_hint(faulty_child, capsys):
@@ -220,17 +220,19 @@ def test_function_checks_tell_a_checker_fault_from_the_students(monkeypatch, aut
     assert _sidecar(autograde)["hidden:address_table"]["status"] == INTERNAL_ERROR
 
 
-def test_function_check_child_exits_3_for_the_checkers_fault(monkeypatch, tmp_path, capsys):
-    """Does the hidden-check child exit 1 when the student's function raises, 3 when the
-    check's own code does?"""
+def test_function_check_fails_when_the_students_function_raises(tmp_path):
+    """Is a student's function that raises in the child a failed check, saying what it
+    raised, while the session goes on serving the next check?"""
     impl = tmp_path / "student.py"
-    impl.write_text("def address_table(view):\n    raise ValueError('the student bug')\n")
-    assert hidden.main(["address_table", str(impl)]) == 1
-    assert "address_table raised ValueError: the student bug" in capsys.readouterr().err
-    _draw_fails(monkeypatch)
-    assert hidden.main(["address_table", str(REFERENCE)]) == 3
-    err = capsys.readouterr().err
-    assert err.startswith(f"{FAULT}hidden:address_table: ValueError") and REPORT_IT in err
+    impl.write_text(
+        "def address_table(view):\n    raise ValueError('the student bug')\n\n"
+        "def worksheet(results):\n    return {}\n"
+    )
+    with isolation.Session(impl) as session:
+        passed, said = hidden.run_function_check("address_table", session, hidden.Draw("7"))
+        assert not passed and "address_table raised ValueError: the student bug" in said
+        passed, said = hidden.run_function_check("worksheet", session, hidden.Draw("7"))
+        assert not passed and "worksheet must return a dict" in said
 
 
 def test_timing_child_exits_3_for_the_checkers_fault(monkeypatch, capsys):
@@ -267,7 +269,7 @@ def test_recheck_names_a_checker_fault(monkeypatch, tmp_path):
     """Does the recheck's evidence say a fault was the checker's, not the submission's?"""
     fault = internal_result(Case("half"), "KeyError: torch.float16 at learning/x.py:3")
     monkeypatch.setattr(recheck, "run_hidden", lambda *args: isolation.IsolatedRun([fault]))
-    runner = SimpleNamespace(impl=tmp_path / "n.ipynb", draw=None, wrap=None)
+    runner = SimpleNamespace(session=None, draw=None)
     passed, why = recheck.recheck_submission(runner, "strided_softmax")
     assert not passed
     assert why == (

@@ -10,6 +10,7 @@ import pytest
 from grader import trusted
 from grader.hidden import Draw, hidden_cases, hidden_views, run_function_check
 from grader.zoo import REFERENCE
+from learning.workshops.isolation import Session
 
 REGION = """# smoke test first
 ### BEGIN HIDDEN TESTS
@@ -76,8 +77,9 @@ def test_function_checks_run_the_student_sandboxed(tmp_path):
         def wrap(argv):
             return sandboxed(argv, work=work, cgroups=cgroups)
 
-        assert run_function_check("worksheet", seen, Draw(7, "ada"), wrap)[0]
-        passed, said = run_function_check("address_table", seen, Draw(7, "ada"), wrap)
+        with Session(seen, wrap) as session:
+            assert run_function_check("worksheet", session, Draw(7, "ada"))[0]
+            passed, said = run_function_check("address_table", session, Draw(7, "ada"))
     assert not passed and said.startswith("address_table is wrong for a")
 
 

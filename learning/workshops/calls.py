@@ -1,23 +1,14 @@
-"""Call a student's plain function in a child process, on inputs sent as JSON.
-
-    python -m learning.workshops.calls --report-fd N < job.json
+"""Call a student's plain function on inputs sent as JSON, in the submission's child process.
 
 The hidden checks of plain functions (the address table, the worksheet) run the student's
-code here, in a sandboxed child, and compare in the trusted parent: the child is sent only
-the inputs, never the expected answers, the course secret or the grader. The job is
-`{"impl", "function", "calls": [input, ...]}`; an input is
-`{"view": {"storage": [...], "shape": [...], "stride": [...], "offset": n}}` (a float32 view
-of that storage) or `{"results": {...}}` (a benchmark results file, `results.from_json`).
-One JSON line goes to the report pipe: each call's `{"value": ...}` or `{"raised": "..."}`.
+code in a sandboxed child (`child`, a `calls` job) and compare in the trusted parent: the
+child is sent only the inputs, never the expected answers, the course secret or the grader.
+An input is `{"view": {"storage": [...], "shape": [...], "stride": [...], "offset": n}}` (a
+float32 view of that storage) or `{"results": {...}}` (a benchmark results file,
+`results.from_json`).
 """
 
 from __future__ import annotations
-
-import argparse
-import json
-import os
-import sys
-from pathlib import Path
 
 MAX_ITEMS = 100_000
 """Entries of a returned list or dict kept: enough for any hidden input, bounded for a pipe."""
@@ -51,31 +42,17 @@ def plain(value):
     return {"unreadable": type(value).__name__}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--report-fd", type=int, required=True)
-    report = os.fdopen(parser.parse_args().report_fd, "w")
-    job = json.load(sys.stdin)
-    from learning.workshops.contracts import select_mode
-    from learning.workshops.loader import LoadError, load_function
+def answer_calls(fn, calls: list[dict]) -> list[dict]:
+    """`fn` called on each input spec: `{"value": ...}` for what it returned, or
+    `{"raised": name, "message": ...}` for what it raised (the student's error is the answer)."""
     from learning.workshops.testing import quiet
 
-    select_mode(verbose=False)
-    try:
-        fn = load_function(Path(job["impl"]), job["function"])
-    except LoadError as exc:
-        report.write(json.dumps({"load_error": str(exc)}) + "\n")
-        return
     answers = []
-    for spec in job["calls"]:
+    for spec in calls:
         value = argument(spec)
         try:
             with quiet():
                 answers.append({"value": plain(fn(value))})
-        except Exception as exc:  # the student's error is the answer
+        except Exception as exc:
             answers.append({"raised": type(exc).__name__, "message": str(exc)[:300]})
-    report.write(json.dumps({"answers": answers}) + "\n")
-
-
-if __name__ == "__main__":
-    main()
+    return answers

@@ -1,10 +1,14 @@
-"""The child process that runs an implementation's cases, one report line per event.
+"""The child process that runs a submission's jobs, one report line per event.
 
-The parent (`isolation.run_isolated`) sends a JSON job on stdin and reads events from a
-dedicated pipe, so whatever the student's code prints cannot corrupt the report. A crash
-or hang here costs the case in progress, never the checker; an exception in the checks
-themselves is an `internal-error` event, and the next case runs. Imports stay light here:
-`child_env` serves every command that starts a child process.
+The parent (`isolation.Session`) starts it once per submission. It loads the submission's
+definitions, says `loaded` (or `load-error`), then reads jobs, one JSON line each, from the
+pipe `--job-fd` names and answers on the pipe `--report-fd` names, so whatever the
+student's code prints cannot corrupt the report. A job either runs cases of an op (a
+`result` event per case) or calls a plain function on inputs (one `answers` event, see
+`calls`); every job ends with `done`. A crash or hang here costs the case or job in
+progress, never the checker; an exception in the checks themselves is an `internal-error`
+event, and the next case runs. Imports stay light here: `child_env` serves every command
+that starts a child process.
 """
 
 from __future__ import annotations
@@ -26,39 +30,64 @@ def child_env(**extra: str) -> dict[str, str]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("impl", help="the submission: a notebook or a .py file")
+    parser.add_argument("--job-fd", type=int, required=True)
     parser.add_argument("--report-fd", type=int, required=True)
-    report = os.fdopen(parser.parse_args().report_fd, "w", buffering=1)
-    job = json.load(sys.stdin)
-    limit_memory(job["memory_limit"])
+    parser.add_argument("--memory-limit", type=int, required=True)
+    args = parser.parse_args()
+    jobs = os.fdopen(args.job_fd, "r")
+    report = os.fdopen(args.report_fd, "w", buffering=1)
+    limit_memory(args.memory_limit)
 
     def emit(event: str, **fields) -> None:
         report.write(json.dumps({"event": event, **fields}) + "\n")
         report.flush()
 
-    run_job(job, emit)
+    serve(Path(args.impl), (json.loads(line) for line in jobs), emit)
 
 
-def run_job(job: dict, emit: Callable[..., None]) -> None:
-    """Load the job's implementation and run its cases, reporting each through `emit`."""
+def serve(impl: Path, jobs, emit: Callable[..., None]) -> None:
+    """Load `impl`, then run each job of `jobs`, reporting through `emit`."""
     from learning.workshops.contracts import default_device, describe_device, select_mode
 
     mode = select_mode(verbose=False)
-    from learning.workshops.cases import Case
-    from learning.workshops.interpreter import NOTES
-    from learning.workshops.loader import LoadError, load_function
+    from learning.workshops.loader import LoadError, function_in, load_module
 
     try:
-        fn = load_function(Path(job["impl"]), job["function"])
+        module = load_module(impl)
     except LoadError as exc:
         emit("load-error", detail=str(exc))
         return
     device = default_device()
     emit("loaded", mode=mode, device=describe_device(device))
-    told = 0
+    for job in jobs:
+        try:
+            run_job(function_in(module, impl, job["function"]), job, device, emit)
+        except LoadError as exc:
+            emit("missing", detail=str(exc))
+        emit("done")
+
+
+def run_job(fn, job: dict, device, emit: Callable[..., None]) -> None:
+    """Run one job: cases of an op, or calls of a plain function."""
+    if "cases" in job:
+        run_cases(fn, job, device, emit)
+    else:
+        from learning.workshops.calls import answer_calls
+
+        emit("answers", answers=answer_calls(fn, job["calls"]))
+
+
+def run_cases(fn, job: dict, device, emit: Callable[..., None]) -> None:
+    """Run a job's cases, with what the interpreter did unlike a GPU told once each."""
+    from learning.workshops.cases import Case
+    from learning.workshops.interpreter import NOTES
+
+    told = len(NOTES)
     for spec in job["cases"]:
         run_one(fn, job, Case(**spec), device, emit)
-        for note in NOTES[told:]:  # what the interpreter did unlike a GPU, once each
+        for note in NOTES[told:]:
             emit("note", text=note)
         told = len(NOTES)
 

@@ -1,8 +1,10 @@
-"""Run an implementation's cases in a child process, so its crashes and hangs are results.
+"""Run a submission's code in a child process, so its crashes and hangs are results.
 
-A segfault, a fatal error, a hang or a GPU context lost to an illegal address fails the
-case that was running, with its cause, and a fresh child picks up at the next case; a
-runaway allocation fails at the child's memory limit. After a few crashes the rest are
+A `Session` starts one child per submission, which loads the definitions once and then runs
+job after job: the hidden cases of each op, the calls of each plain function. A segfault, a
+fatal error, a hang or a GPU context lost to an illegal address fails the case that was
+running, with its cause, and a fresh child picks up at the next case; a runaway allocation
+fails at the child's memory limit. After a few crashes in one job the rest of its cases are
 reported as not run, rather than paying a process start for each. A case whose checks
 themselves raised fails as `internal-error` (see `faults`), and the same child goes on.
 """
@@ -26,12 +28,14 @@ from learning.workshops.child import child_env
 from learning.workshops.faults import internal_result
 
 CHILD_MODULE = "learning.workshops.child"
-"""The module each child runs (`python -m`); it reports over the pipe `--report-fd` names."""
+"""The module each child runs (`python -m`); see its docstring for the protocol."""
 MAX_CRASHES = 3
 LOAD_TIMEOUT_S = 180.0
 MEMORY_LIMIT_BYTES = 8 * 1024**3
 """Host memory a child may map for its heap: the cases need well under 1 GiB, and a
 runaway allocation fails at 8 GiB with an error rather than making the machine swap."""
+MAX_EVENT_BYTES = 32 * 1024**2
+"""The longest report line read from a child; a longer one ends it as a crash."""
 
 
 @dataclass
@@ -49,6 +53,10 @@ Wrap = Callable[[list[str]], list[str]]
 """Turns a child's command into the one that runs it (inside a sandbox, say)."""
 
 
+class CallsFailed(Exception):
+    """A calls job got no answers: the definitions did not load, or the child crashed or hung."""
+
+
 def run_isolated(
     impl: Path,
     op: str,
@@ -58,97 +66,182 @@ def run_isolated(
     case_timeout_s: float,
     wrap: Wrap | None = None,
 ) -> IsolatedRun:
-    """Run every case of `cases` against `function` from `impl`, each crash contained;
-    `wrap` runs each child another way (`impl` is then a path as the child sees it)."""
-    run = IsolatedRun()
-    remaining = list(cases)
-    crashes = 0
-    while remaining:
-        done, failure = _run_child(
-            impl, op, function, remaining, seed, case_timeout_s, run, wrap or list
-        )
+    """Run every case of `cases` against `function` from `impl` in a session of its own."""
+    with Session(impl, wrap) as session:
+        return session.run_cases(op, function, cases, seed, case_timeout_s)
+
+
+class Session:
+    """A child process serving one submission's jobs, restarted after a crash; `wrap` runs
+    it another way (`impl` is then a path as the child sees it). A definitions file that does
+    not load is that for every job: the session answers each with the same load error."""
+
+    def __init__(self, impl: Path, wrap: Wrap | None = None) -> None:
+        self.impl, self.wrap = impl, wrap or list
+        self.child: _Child | None = None
+        self.load_error: str | None = None
+        self.mode = self.device = "unknown"
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *_) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """End the child, if one is running."""
+        if self.child is not None:
+            self.child.close()
+            self.child = None
+
+    def run_cases(
+        self, op: str, function: str, cases: list[Case], seed: int, case_timeout_s: float
+    ) -> IsolatedRun:
+        """Every case of `cases` run against `function`: each has a result, a case that
+        crashed, hung or never ran a failed one."""
+        run = IsolatedRun()
+        remaining, crashes = list(cases), 0
+        while remaining:
+            job = {"op": op, "function": function, "seed": seed}
+            job["cases"] = [asdict(c) for c in remaining]
+            done, stop = self._run(job, run, case_timeout_s)
+            remaining = remaining[done:]
+            if run.load_error or stop is None or not remaining:
+                break
+            crashes += 1
+            run.results.append(CaseResult.of(remaining[0], stop))
+            remaining = remaining[1:]
+            if crashes >= MAX_CRASHES:
+                why = f"not run, the implementation crashed {crashes} times already"
+                run.results.extend(_failed(c, stop.failure, why) for c in remaining)
+                break
+        return run
+
+    def call(self, function: str, inputs: list[dict], timeout_s: float) -> list[dict]:
+        """The student's `function` called on each input: each call's answer (`calls`).
+        CallsFailed, saying why, when there are none."""
+        run = IsolatedRun()
+        answers: list[list[dict]] = []
+        _, stop = self._run({"function": function, "calls": inputs}, run, timeout_s, answers)
         if run.load_error:
-            return run
-        remaining = remaining[done:]
-        if failure is None:
-            break
-        crashes += 1
-        run.results.append(failure)
-        remaining = remaining[1:]
-        if crashes >= MAX_CRASHES:
-            why = f"not run, the implementation crashed {crashes} times already"
-            run.results.extend(_failed(c, failure.failure, why) for c in remaining)
-            break
-    return run
+            raise CallsFailed(f"the notebook's definitions do not load: {run.load_error}")
+        if stop is not None or not answers:
+            why = stop.text if stop is not None else "it gave no answer"
+            raise CallsFailed(f"{function} could not be called: {why}")
+        return answers[0]
 
-
-def _run_child(impl, op, function, cases, seed, case_timeout_s, run: IsolatedRun, wrap: Wrap):
-    """Run one child over `cases`; return how many finished and the failure that stopped it."""
-    job = {
-        "impl": str(impl),
-        "op": op,
-        "function": function,
-        "seed": seed,
-        "cases": [asdict(c) for c in cases],
-        "memory_limit": MEMORY_LIMIT_BYTES,
-    }
-    read_fd, write_fd = os.pipe()
-    log = tempfile.TemporaryFile()
-    child = subprocess.Popen(
-        wrap([sys.executable, "-m", CHILD_MODULE, "--report-fd", str(write_fd)]),
-        stdin=subprocess.PIPE,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        pass_fds=(write_fd,),
-        env=child_env(PYTHONUNBUFFERED="1"),
-    )
-    os.close(write_fd)
-    child.stdin.write(json.dumps(job).encode())
-    child.stdin.close()
-    events = _EventReader(read_fd)
-    finished = 0
-    loaded = False
-    deadline = time.monotonic() + LOAD_TIMEOUT_S
-    try:
+    def _run(self, job: dict, run: IsolatedRun, timeout_s: float, answers: list | None = None):
+        """Send `job` to the child (started when there is none) and read its events into
+        `run` until it is done: how many cases finished, and the crash or hang (a Verdict)
+        that stopped it, or None."""
+        if self.load_error is None and self.child is None:
+            self.child = _Child.start(self)
+        if self.load_error is not None:
+            run.load_error = self.load_error
+            return 0, None
+        run.mode, run.device = self.mode, self.device
+        child, finished = self.child, 0
+        child.send(job)
+        deadline = time.monotonic() + timeout_s
         while True:
-            event = events.next(deadline)
-            if event is None:  # hung
-                _kill(child)
-                if not loaded:
-                    run.load_error = f"{impl} took over {LOAD_TIMEOUT_S:.0f} s to load."
-                    return finished, None
-                why = f"no result after {case_timeout_s:.0f} s"
-                return finished, _failed(cases[finished], Failure.TIMEOUT, why)
-            if event == "eof":
-                code = child.wait()
-                if finished == len(cases) or run.load_error:
-                    return finished, None
-                if not loaded:
-                    run.load_error = f"the child process died loading {impl}: {_cause(code, log)}"
-                    return finished, None
-                return finished, _failed(cases[finished], Failure.CRASH, _cause(code, log))
-            kind = event.pop("event")
-            if kind == "load-error":
+            event = child.events.next(deadline)
+            if not isinstance(event, dict):  # hung, gone, or garbled: this child is done
+                if event is None:
+                    stop = Verdict(Failure.TIMEOUT, f"no result after {timeout_s:.0f} s")
+                elif event == "eof":
+                    stop = Verdict(Failure.CRASH, child.cause())
+                else:  # something in the child wrote over its report
+                    stop = Verdict(Failure.CRASH, f"its report to the checker was {event}")
+                self.close()
+                return finished, stop
+            kind = event.pop("event", None)
+            if kind == "done":
+                return finished, None
+            if kind == "missing":
                 run.load_error = event["detail"]
-            elif kind == "loaded":
-                loaded = True
-                run.mode, run.device = event["mode"], event["device"]
             elif kind == "start":
-                deadline = time.monotonic() + case_timeout_s
+                deadline = time.monotonic() + timeout_s
             elif kind == "result":
                 run.results.append(CaseResult.from_event(event))
                 finished += 1
+            elif kind == "answers" and answers is not None:
+                answers.append(event["answers"])
             elif kind == "note":
                 run.notes.append(event["text"])
             elif kind == "internal-error":  # the checks raised: the checker's fault, not a crash
                 text = f"{event['detail']} at {event['where']}"
-                run.results.append(internal_result(cases[finished], text))
+                case = Case(**job["cases"][finished])
+                run.results.append(internal_result(case, text))
                 finished += 1
-    finally:
-        events.close()
-        if child.poll() is None:
-            _kill(child)
-        log.close()
+
+
+class _Child:
+    """One running child: its process, the job pipe, the report pipe and its output log."""
+
+    def __init__(self, process: subprocess.Popen, jobs, events: _EventReader, log) -> None:
+        self.process, self.jobs, self.events, self.log = process, jobs, events, log
+
+    @classmethod
+    def start(cls, session: Session) -> _Child | None:
+        """A child loading `session`'s submission; None, with the session's load_error set,
+        when it does not load."""
+        job_read, job_write = os.pipe()
+        report_read, report_write = os.pipe()
+        log = tempfile.TemporaryFile()
+        argv = [sys.executable, "-m", CHILD_MODULE, str(session.impl)]
+        argv += ["--job-fd", str(job_read), "--report-fd", str(report_write)]
+        argv += ["--memory-limit", str(MEMORY_LIMIT_BYTES)]
+        process = subprocess.Popen(
+            session.wrap(argv),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            pass_fds=(job_read, report_write),
+            env=child_env(PYTHONUNBUFFERED="1"),
+        )
+        os.close(job_read)
+        os.close(report_write)
+        child = cls(process, os.fdopen(job_write, "w"), _EventReader(report_read), log)
+        event = child.events.next(time.monotonic() + LOAD_TIMEOUT_S)
+        if isinstance(event, dict) and event.get("event") == "loaded":
+            session.mode, session.device = event["mode"], event["device"]
+            return child
+        if isinstance(event, dict) and event.get("event") == "load-error":
+            session.load_error = event["detail"]
+        elif event is None:
+            session.load_error = f"{session.impl} took over {LOAD_TIMEOUT_S:.0f} s to load."
+        else:
+            session.load_error = f"the child process died loading {session.impl}: {child.cause()}"
+        child.close()
+        return None
+
+    def send(self, job: dict) -> None:
+        """Hand the child a job; a child that is gone shows as end of its report."""
+        try:
+            self.jobs.write(json.dumps(job) + "\n")
+            self.jobs.flush()
+        except OSError:
+            pass
+
+    def cause(self) -> str:
+        """Why the child ended: the signal, or the exit status, and its last output line."""
+        try:
+            code = self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            code = self.process.wait()
+        return _cause(code, self.log)
+
+    def close(self) -> None:
+        """End the child and everything it holds open."""
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+        for stream in (self.jobs, self.events, self.log):
+            try:
+                stream.close()
+            except OSError:
+                pass
 
 
 def _failed(case: Case, failure: Failure, why: str) -> CaseResult:
@@ -169,11 +262,6 @@ def _cause(code: int, log) -> str:
     return what + (f" ({lines[-1].strip()[:200]})" if lines else "")
 
 
-def _kill(child: subprocess.Popen) -> None:
-    child.kill()
-    child.wait()
-
-
 class _EventReader:
     """JSON lines from a pipe, with a deadline per line."""
 
@@ -182,8 +270,11 @@ class _EventReader:
         self.buffer = b""
 
     def next(self, deadline: float):
-        """The next event, "eof" when the writer is gone, or None past the deadline."""
+        """The next event; "eof" when the writer is gone, "overflow" for a line longer than
+        MAX_EVENT_BYTES, "garbled" for one that is not JSON, None past the deadline."""
         while b"\n" not in self.buffer:
+            if len(self.buffer) > MAX_EVENT_BYTES:
+                return "overflow"
             left = deadline - time.monotonic()
             if left <= 0 or not select.select([self.fd], [], [], left)[0]:
                 return None
@@ -192,7 +283,10 @@ class _EventReader:
                 return "eof"
             self.buffer += chunk
         line, self.buffer = self.buffer.split(b"\n", 1)
-        return json.loads(line)
+        try:
+            return json.loads(line)
+        except ValueError:
+            return "garbled"
 
     def close(self) -> None:
         os.close(self.fd)

@@ -143,7 +143,11 @@ def load_module(path: Path) -> ModuleType:
 
 def load_function(path: Path, name: str):
     """The callable `name` defined by the implementation at `path`."""
-    module = load_module(path)
+    return function_in(load_module(path), path, name)
+
+
+def function_in(module: ModuleType, path: Path, name: str):
+    """The callable `name` of `module`, loaded from `path`; LoadError when there is none."""
     fn = getattr(module, name, None)
     if not callable(fn):
         raise LoadError(f"{path} does not define a function {name}(x, num_warps=4).")
