@@ -15,11 +15,11 @@ from nbgrader.preprocessors import (
     SaveAutoGrades,
 )
 
-from grader.feedback import StudentFeedback
-from grader.grading_log import convert_hooks
-from grader.restore import RestoreGradeCells
-from grader.sandbox import SandboxedExecute
-from grader.trusted import GradeHiddenCells
+from grader.grading.feedback import StudentFeedback
+from grader.grading.grading_log import convert_hooks
+from grader.grading.restore import RestoreGradeCells
+from grader.grading.sandbox import SandboxedExecute
+from grader.grading.trusted import GradeHiddenCells
 
 c = get_config()  # noqa: F821 - provided by nbgrader
 
@@ -34,7 +34,7 @@ c.Execute.startup_timeout = 120
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
 
 # Before grading, every cell of the course's notebook that the submission deleted, moved or
-# edited is put back from the gradebook's copy of the source (grader/restore.py).
+# edited is put back from the gradebook's copy of the source (grader/grading/restore.py).
 c.Autograde.sanitize_preprocessors = [
     ClearOutput,
     DeduplicateIds,
@@ -45,9 +45,10 @@ c.Autograde.sanitize_preprocessors = [
 
 # Grading: the student's notebook runs in a bubblewrap sandbox with its hidden regions cut out
 # (it reaches nothing but a scratch copy of its own folder); the hidden and timing cells are
-# then graded here, outside it, and scored from what this side wrote. See grader/sandbox.py and
-# grader/trusted.py. Without bubblewrap grading refuses to run; I1_UNSAFE_NO_SANDBOX=1
-# (--unsafe-no-sandbox on the grader commands) runs student code unsandboxed, loudly.
+# then graded here, outside it, and scored from what this side wrote. See
+# grader/grading/sandbox.py and grader/grading/trusted.py. Without bubblewrap grading refuses
+# to run; I1_UNSAFE_NO_SANDBOX=1 (--unsafe-no-sandbox on the grader commands) runs student
+# code unsandboxed, loudly.
 c.Autograde.autograde_preprocessors = [
     SandboxedExecute,
     GradeHiddenCells,
@@ -66,15 +67,15 @@ c.GenerateFeedback.preprocessors = [GetGrades, StudentFeedback, CSSHTMLHeaderPre
 c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", "i1_*.json"]
 
 # A grading log per student, grading_log/<assignment>/<student>.log and .json: what ran, the
-# cells put back, and why a submission could not be graded (grader/grading_log.py).
+# cells put back, and why a submission could not be graded (grader/grading/grading_log.py).
 c.Autograde.pre_convert_hook, c.Autograde.post_convert_hook = convert_hooks(ROOT)
 
 # Grades (issue 11): `nbgrader export` writes each submission's status (graded; ungradable,
 # with the cause from its grading log; missing) and leaves the score empty unless it was
 # graded, so means never count an ungradable notebook as zero (grader/export.py). Late work
 # loses 10 % of its raw score per started day after 15 minutes' grace, never below 0
-# (grader/late.py; README "Late submissions"); the due date is the gradebook's.
+# (grader/grading/late.py; README "Late submissions"); the due date is the gradebook's.
 c.ExportApp.plugin_class = "grader.export.StatusCsvExport"
-c.AssignLatePenalties.plugin_class = "grader.late.DailyLatePenalty"
+c.AssignLatePenalties.plugin_class = "grader.grading.late.DailyLatePenalty"
 c.DailyLatePenalty.percent_per_day = 10.0
 c.DailyLatePenalty.grace_minutes = 15.0

@@ -52,11 +52,11 @@ def members(folder: Path) -> list[Member]:
 
 def verdicts(member: Member) -> dict:
     """Run `member` on the public cases of its op here; per-case verdicts and hint ids."""
-    from learning.workshops.cases import OPS, PUBLIC_CASES, suite
-    from learning.workshops.contracts import default_device, select_mode
-    from learning.workshops.hints import diagnose
-    from learning.workshops.loader import load_function
-    from learning.workshops.testing import run_cases
+    from learning.workshops.checking.cases import OPS, PUBLIC_CASES, suite
+    from learning.workshops.checking.hints import diagnose
+    from learning.workshops.checking.loader import load_function
+    from learning.workshops.notebook.contracts import default_device, select_mode
+    from learning.workshops.notebook.testing import run_cases
 
     select_mode(verbose=False)
     fn = load_function(Path(member.path), OPS[member.op].function)
@@ -72,7 +72,7 @@ def verdicts(member: Member) -> dict:
 
 def run_all(jobs: int) -> dict:
     """Every member's verdicts, from `jobs` worker processes."""
-    from learning.workshops.contracts import default_device, select_mode
+    from learning.workshops.notebook.contracts import default_device, select_mode
 
     mode = select_mode(verbose=False)
     with tempfile.TemporaryDirectory(prefix="i1-agreement-") as folder:

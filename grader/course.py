@@ -19,7 +19,7 @@ import nbformat
 
 from grader.seeding import new_secret
 from grader.zoo import Edit, apply, base_source, function_span
-from learning.workshops.child import child_env
+from learning.workshops.checking.child import child_env
 
 REPO = Path(__file__).resolve().parents[1]
 ASSIGNMENT = "i1_strided_softmax"
@@ -118,7 +118,7 @@ SETUP_IMPORTS = (
     "import torch",
     "import triton",
     "import triton.language as tl",
-    "from learning.workshops.contracts import device_context, matrix, warps",
+    "from learning.workshops.notebook.contracts import device_context, matrix, warps",
 )
 """Imports the notebook's setup cell already makes: a shape's cells leave them out."""
 
@@ -182,7 +182,7 @@ def autograde(root: Path, *extra: str, env: dict[str, str] | None = None) -> Aut
     nbgrader exits non-zero when any one student fails (a dead kernel, say) and grades the
     rest anyway; those students are listed in `failed`, not raised.
     """
-    from grader.sandbox import SandboxUnavailable, ready_to_grade
+    from grader.grading.sandbox import SandboxUnavailable, ready_to_grade
 
     try:
         ready_to_grade(root)

@@ -20,11 +20,11 @@ from pathlib import Path
 from tqdm import tqdm
 
 from grader import cohort, course, sample_cohort
+from grader.grading.sandbox import SandboxUnavailable, add_unsafe_option, ready_to_grade
 from grader.parallel import autograde_parallel
-from grader.sandbox import SandboxUnavailable, add_unsafe_option, ready_to_grade
 from learning.workshops.check import UsageError
+from learning.workshops.measuring.results import H200_SAMPLE
 from learning.workshops.paths import unwritable
-from learning.workshops.results import H200_SAMPLE
 
 
 def score_table(root: Path, students: list[str], failed: tuple[str, ...]) -> str:

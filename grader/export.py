@@ -8,12 +8,13 @@ means count them as failures. This exporter keeps nbgrader's columns and adds:
 - `status`: `graded`; `ungradable` (nbgrader has the submission but could not grade it);
   `missing` (on the roster, nothing submitted); `not graded` (submitted, not autograded yet);
 - `cause`: why an ungradable submission was not graded, from its grading record
-  (`grader.grading_log`), else "no autograded notebook; see the autograde log".
+  (`grader.grading.grading_log`), else "no autograded notebook; see the autograde log".
 
 `raw_score`, `late_submission_penalty` and `score` are empty unless the status is `graded`,
 so totals and means leave those students out. The penalty is the configured late policy
-(`AssignLatePenalties.plugin_class`, `grader.late`) applied to each notebook's current score,
-as autograde applies it; a manual grade added after autograde is penalised alike.
+(`AssignLatePenalties.plugin_class`, `grader.grading.late`) applied to each notebook's
+current score, as autograde applies it; a manual grade added after autograde is penalised
+alike.
 Configured in `nbgrader_config.py` with `c.ExportApp.plugin_class`; run `nbgrader export`
 (`--to FILE`, default `grades.csv`).
 """
@@ -28,7 +29,7 @@ from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.coursedir import CourseDirectory
 from nbgrader.plugins import CsvExportPlugin
 
-from grader.grading_log import read_record
+from grader.grading.grading_log import read_record
 
 NBGRADER_COLUMNS = (
     "assignment",

@@ -23,11 +23,11 @@ from pathlib import Path
 import torch
 
 from grader import course
-from grader.timing_record import SIDECAR
+from grader.grading.timing_record import SIDECAR
 from grader.zoo import BUGS, COPY_FIRST, write_bug
 from learning.workshops.check import UsageError
+from learning.workshops.measuring.results import load
 from learning.workshops.paths import unwritable
-from learning.workshops.results import load
 
 STEPS = ("tests", "check", "benchmark", "autograde")
 NEEDS_CUDA = ("tests", "benchmark", "autograde")
@@ -102,7 +102,14 @@ def benchmarks(out: Path) -> list[str]:
         if code:
             return [f"benchmark failed (exit {code}): see {path.with_suffix('.log')}"]
     run(
-        [sys.executable, "-m", "learning.workshops.plots", str(paths[0]), "--out", str(out)],
+        [
+            sys.executable,
+            "-m",
+            "learning.workshops.plots",
+            str(paths[0]),
+            "--out",
+            str(out),
+        ],
         out / "plots.log",
     )
     first, second = load(paths[0]), load(paths[1])

@@ -73,8 +73,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grader.course import CourseError, open_gradebook
-from grader.sandbox import SandboxUnavailable, add_unsafe_option, ready_to_grade
-from learning.workshops.child import child_env
+from grader.grading.sandbox import SandboxUnavailable, add_unsafe_option, ready_to_grade
+from learning.workshops.checking.child import child_env
 
 REPO = Path(__file__).resolve().parents[1]
 GPU_LOCK_ENV = "I1_GPU_LOCK"

@@ -3,7 +3,7 @@
     python -m grader.recheck i1_strided_softmax [--course PATH] [--json]
 
 nbgrader scores a cell by whether it ended in an error. Hidden cells are graded outside the
-student's sandboxed kernel (grader.trusted), and this command checks that the gradebook
+student's sandboxed kernel (grader.grading.trusted), and this command checks that the gradebook
 still says what they found: it takes each submission's own definitions (solution and given
 cells, nothing else), runs every hidden correctness check again in sandboxed child processes
 on the cases drawn for that submission, reads the timing cell's points from the record the
@@ -24,12 +24,12 @@ from pathlib import Path
 import nbformat
 
 from grader import course
-from grader.hidden import FUNCTION_CHECKS, run_function_check, run_hidden
-from grader.sandbox import SandboxUnavailable, ready_to_grade
-from grader.timing_record import SIDECAR, load
-from grader.trusted import Runner, draw_for, sandboxed_copy
-from learning.workshops.faults import INTERNAL_ERROR
-from learning.workshops.sidecars import RecordError, RecordMissing
+from grader.grading.hidden import FUNCTION_CHECKS, run_function_check, run_hidden
+from grader.grading.sandbox import SandboxUnavailable, ready_to_grade
+from grader.grading.timing_record import SIDECAR, load
+from grader.grading.trusted import Runner, draw_for, sandboxed_copy
+from learning.workshops.checking.faults import INTERNAL_ERROR
+from learning.workshops.checking.sidecars import RecordError, RecordMissing
 
 RECHECKED = {
     "hidden_addresses": "address_table",

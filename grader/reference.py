@@ -11,7 +11,7 @@ import torch
 import triton
 import triton.language as tl
 
-from learning.workshops.contracts import device_context, matrix, select_mode, warps
+from learning.workshops.notebook.contracts import device_context, matrix, select_mode, warps
 
 select_mode(verbose=False)
 

@@ -21,7 +21,7 @@ the nbgrader processes it starts inherit: derived here, so no committed file hol
 no test reads a course's own secret file unless it unsets I1_COURSE_SECRET."""
 os.environ["I1_COURSE_SECRET"] = TEST_SECRET
 
-from learning.workshops.contracts import select_mode  # noqa: E402
+from learning.workshops.notebook.contracts import select_mode  # noqa: E402
 
 # Before any test module defines a @triton.jit kernel: without CUDA, kernels run on CPU tensors.
 select_mode(verbose=False)

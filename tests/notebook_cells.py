@@ -1,7 +1,7 @@
 """The graded cells of a submitted notebook, checked directly: which cells it loses, without
 nbgrader, a kernel or a sandbox.
 
-A notebook's definitions load as the hidden tests load them (`learning.workshops.loader`);
+A notebook's definitions load as the hidden tests load them (`learning.workshops.checking.loader`);
 each graded cell's visible code, as the course's source notebook has it (nbgrader grades
 the source's test cells, hidden regions included), then runs in that namespace, and each
 check its hidden region calls runs here on the cases the draw gives: in this process, or
@@ -16,7 +16,7 @@ from pathlib import Path
 import nbformat
 
 from grader.course import ASSIGNMENT, NOTEBOOK, REPO
-from grader.hidden import (
+from grader.grading.hidden import (
     Draw,
     check_address_table,
     check_worksheet,
@@ -24,13 +24,13 @@ from grader.hidden import (
     hidden_views,
     run_hidden,
 )
-from grader.sandbox import split_hidden_tests
-from grader.trusted import hidden_checks
-from learning.workshops.cases import OPS
-from learning.workshops.isolation import Session
-from learning.workshops.loader import load_module
-from learning.workshops.results import H200_SAMPLE, load
-from learning.workshops.testing import quiet, run_cases, verdict
+from grader.grading.sandbox import split_hidden_tests
+from grader.grading.trusted import hidden_checks
+from learning.workshops.checking.cases import OPS
+from learning.workshops.checking.isolation import Session
+from learning.workshops.checking.loader import load_module
+from learning.workshops.measuring.results import H200_SAMPLE, load
+from learning.workshops.notebook.testing import quiet, run_cases, verdict
 
 SOURCE = REPO / "source" / ASSIGNMENT / NOTEBOOK
 GPU_ONLY = ("timing_points",)

@@ -13,11 +13,11 @@ from triton.runtime import interpreter
 from triton.runtime.errors import InterpreterError
 
 import grader.reference as reference
-from learning.workshops import cases
-from learning.workshops.audit import OwnershipError, audit
-from learning.workshops.contracts import interpreter_active
-from learning.workshops.testing import run_cases
-from learning.workshops.views import LAYOUTS, geometry, sentinel_view
+from learning.workshops.checking import cases
+from learning.workshops.checking.audit import OwnershipError, audit
+from learning.workshops.checking.views import LAYOUTS, geometry, sentinel_view
+from learning.workshops.notebook.contracts import interpreter_active
+from learning.workshops.notebook.testing import run_cases
 
 pytestmark = pytest.mark.skipif(
     not interpreter_active(), reason="the audit hooks Triton's interpreter (TRITON_INTERPRET=1)"

@@ -26,7 +26,7 @@ from learning.workshops.benchmark import (
     verify,
 )
 from learning.workshops.check import UsageError
-from learning.workshops.results import Results, ResultsError, Row, load
+from learning.workshops.measuring.results import Results, ResultsError, Row, load
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 

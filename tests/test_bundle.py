@@ -38,7 +38,7 @@ def test_bundle_holds_what_students_need(bundle):
     names = set(bundle)
     assert f"i1-student/release/{ASSIGNMENT}/{NOTEBOOK}" in names
     assert "i1-student/learning/workshops/check.py" in names
-    assert "i1-student/learning/workshops/data/h200_i1.json" in names
+    assert "i1-student/learning/workshops/measuring/data/h200_i1.json" in names
     assert {"i1-student/environment.yml", "i1-student/pyproject.toml"} <= names
     assert "python -m learning.workshops.check" in texts(bundle)["i1-student/README.md"]
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 from triton.compiler.errors import CompilationError
 
-from learning.workshops.cases import PUBLIC_CASES, CaseResult, Failure, run_case
+from learning.workshops.checking.cases import PUBLIC_CASES, CaseResult, Failure, run_case
 
 TRANSPOSE = next(c for c in PUBLIC_CASES if c.name == "transpose")
 KERNEL = "def k(X, Y, N):\n    y = tl.load(X)\n    tl.store(Y + N * (1 << 40), y)\n"

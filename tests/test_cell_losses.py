@@ -10,7 +10,7 @@ import pytest
 from notebook_cells import SOURCE, graded_cells, lost_cells
 
 from grader import course
-from grader.hidden import course_draw
+from grader.grading.hidden import course_draw
 from grader.zoo import BUGS, SHAPES
 
 KILLS_KERNEL = ("segfaults", "never-returns")

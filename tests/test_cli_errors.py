@@ -17,7 +17,7 @@ import torch
 
 from grader import bundle, cohort, course, demo, gpu_check, parallel, recheck
 from learning.workshops import benchmark, plots
-from learning.workshops.results import H200_SAMPLE
+from learning.workshops.measuring.results import H200_SAMPLE
 
 REPO = Path(__file__).resolve().parents[1]
 REFERENCE = REPO / "grader" / "reference.py"

@@ -18,7 +18,7 @@ from grader.course import ASSIGNMENT
 ROOT = Path(__file__).resolve().parents[1]
 TIMING_COLUMNS = ["student_ms", "reference_ms", "ratio", "timing_points"]
 
-# Hand-written, not measured: a timing sidecar shaped like grader.gpu_timing's, with numbers
+# Hand-written, not measured: a timing sidecar shaped like grader.grading.gpu_timing's, with numbers
 # close to the H200 run in README.md (reference 0.1315 ms at 4096x4096, 0.2816 ms at
 # 65536x512; a copy-first student about 1.2x slower).
 FAKE_TIMING = {
@@ -135,7 +135,7 @@ def test_sidecar_keys_come_from_the_cells_calls():
         "# smoke\n"
         'expect_cases(copy_rows, "copy_rows", ["transpose", "contiguous"])\n'
         "### BEGIN HIDDEN TESTS\n"
-        "from grader.hidden import expect_hidden\n\n"
+        "from grader.grading.hidden import expect_hidden\n\n"
         'expect_hidden(copy_rows, "copy_rows")\n'
         "### END HIDDEN TESTS\n"
     )

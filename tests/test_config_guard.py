@@ -11,16 +11,19 @@ import nbformat
 import pytest
 
 import grader.reference as reference
-from grader import course, gpu_timing, sandbox
-from grader.hidden import expect_address_table, expect_hidden, expect_worksheet
+from grader import course
+from grader.grading import gpu_timing, sandbox
+from grader.grading.hidden import expect_address_table, expect_hidden, expect_worksheet
 from grader.seeding import ENV
-from learning.workshops.faults import CheckerFault
+from learning.workshops.checking.faults import CheckerFault
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIG = (REPO / "nbgrader_config.py").read_text()
 BROKEN = {
-    "does not load": CONFIG.replace("from grader.restore import", "from grader.restored import"),
-    "does not list grader.sandbox.SandboxedExecute": CONFIG.replace(
+    "does not load": CONFIG.replace(
+        "from grader.grading.restore import", "from grader.restored import"
+    ),
+    "does not list grader.grading.sandbox.SandboxedExecute": CONFIG.replace(
         "c.Autograde.autograde_preprocessors = [\n    SandboxedExecute,",
         "c.Autograde.autograde_preprocessors = [",
     ),
@@ -75,7 +78,7 @@ def test_sandboxed_execute_refuses_without_the_secret(root, monkeypatch):
     between the start of grading and this notebook, recording why in the grading log?"""
     from traitlets.config import Config
 
-    from grader.grading_log import read_record
+    from grader.grading.grading_log import read_record
 
     monkeypatch.delenv(ENV)
     monkeypatch.setattr(sandbox, "run_sandboxed", pytest.fail)

@@ -9,12 +9,12 @@ import torch
 import triton
 import triton.language as tl
 
-from learning.workshops.contracts import select_mode
+from learning.workshops.notebook.contracts import select_mode
 
 select_mode(verbose=False)
 
 from grader.reference import softmax_kernel, strided_softmax  # noqa: E402
-from learning.workshops.evidence import (  # noqa: E402
+from learning.workshops.notebook.evidence import (  # noqa: E402
     MEANING,
     EvidenceError,
     LoadSummary,

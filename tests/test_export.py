@@ -25,8 +25,8 @@ from traitlets.config import Config
 from grader import cohort, course
 from grader.course import ASSIGNMENT
 from grader.export import COLUMNS, NBGRADER_COLUMNS, NO_NOTEBOOK, StatusCsvExport
-from grader.grading_log import STOPPED, GradingLog
-from grader.late import DailyLatePenalty
+from grader.grading.grading_log import STOPPED, GradingLog
+from grader.grading.late import DailyLatePenalty
 from grader.sample_cohort import DUE, LATE, ON_TIME
 
 NOTEBOOK = course.NOTEBOOK.removesuffix(".ipynb")

@@ -15,30 +15,31 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-import grader.gpu_timing as gpu_timing
-import grader.hidden as hidden
+import grader.grading.gpu_timing as gpu_timing
+import grader.grading.hidden as hidden
 from grader import recheck
 from grader.reference import address_table, strided_softmax
 from grader.zoo import REFERENCE
-from learning.workshops import cases, check, child, isolation
-from learning.workshops.cases import Case, CaseResult
-from learning.workshops.faults import (
+from learning.workshops import check
+from learning.workshops.checking import cases, child, isolation
+from learning.workshops.checking.cases import Case, CaseResult, Failure, Verdict
+from learning.workshops.checking.faults import (
     INTERNAL_ERROR,
     REPORT_IT,
     CheckerFault,
     StudentRaised,
     internal_result,
 )
-from learning.workshops.hints import diagnose
-from learning.workshops.testing import HINTS_SIDECAR, expect_cases, verdict
+from learning.workshops.checking.hints import diagnose
+from learning.workshops.notebook.testing import HINTS_SIDECAR, expect_cases, verdict
 
 FAULTY_CHILD = """
 import torch
 
-from learning.workshops.contracts import select_mode
+from learning.workshops.notebook.contracts import select_mode
 
 select_mode(verbose=False)
-from learning.workshops import cases, child
+from learning.workshops.checking import cases, child
 
 del cases.TOLERANCES[torch.float16]  # the checker's own table loses an entry
 child.main()
@@ -96,7 +97,7 @@ def test_the_child_reports_a_fault_in_the_checks_and_goes_on(monkeypatch):
     fault = next(fields for event, fields in events if event == "internal-error")
     assert fault["case"] == "half"
     assert fault["detail"] == "KeyError: torch.float16"
-    assert fault["where"].startswith("learning/workshops/cases.py:")
+    assert fault["where"].startswith("learning/workshops/checking/cases.py:")
     assert events[-2][0] == "result" and events[-2][1]["passed"]
     assert events[-1][0] == "done"
 
@@ -108,7 +109,8 @@ def test_cli_exits_3_with_the_internal_error_and_no_hint(faulty_child, capsys):
     out = capsys.readouterr().out
     assert code == 3, out
     assert (
-        "  ERROR float16-transpose  KeyError: torch.float16 at learning/workshops/cases.py:" in out
+        "  ERROR float16-transpose  KeyError: torch.float16 at "
+        "learning/workshops/checking/cases.py:" in out
     )
     assert f"{FAULT}float16-transpose: KeyError: torch.float16 at learning/" in out
     assert REPORT_IT in out
@@ -122,7 +124,7 @@ def test_cli_json_lists_internal_errors(faulty_child, capsys):
     report = json.loads(capsys.readouterr().out)
     assert [e["case"] for e in report["internal_errors"]] == ["float16-transpose"]
     assert (
-        "KeyError: torch.float16 at learning/workshops/cases.py:"
+        "KeyError: torch.float16 at learning/workshops/checking/cases.py:"
         in (report["internal_errors"][0]["detail"])
     )
     assert report["hints"] == [] and report["passed"] is False
@@ -156,13 +158,15 @@ def test_internal_errors_build_no_hint():
     """Is a case the checker failed on no evidence for a hint (here: empty-rows)?"""
     fault = internal_result(Case("zero-rows", "transpose", 0, 7), "KeyError: x at here:1")
     assert diagnose([fault]) == []
-    assert [h.id for h in diagnose([CaseResult("zero-rows", False, "", "exception", ["empty"])])]
+    assert [
+        h.id for h in diagnose([CaseResult("zero-rows", Verdict(Failure.EXCEPTION, ""), ["empty"])])
+    ]
 
 
 def test_verdict_blames_the_checker_first_and_keeps_the_students_failures():
     """With a fault and a student failure, does the cell raise CheckerFault naming both?"""
     fault = internal_result(Case("half"), "KeyError: torch.float16 at learning/x.py:3")
-    failed = CaseResult("transpose", False, "transpose: wrong values", "values", ["col-strided"])
+    failed = CaseResult("transpose", Verdict(Failure.VALUES, "wrong values"), ["col-strided"])
     error = verdict([fault, failed], "strided_softmax, public cases")
     assert isinstance(error, CheckerFault) and not isinstance(error, AssertionError)
     lines = str(error).splitlines()
@@ -177,7 +181,7 @@ def test_expect_cases_raises_the_checkers_fault_and_records_it(monkeypatch, auto
     monkeypatch.delitem(cases.TOLERANCES, torch.float16)
     with pytest.raises(CheckerFault, match=f"^{FAULT_RE}float16-transpose: KeyError") as info:
         expect_cases(strided_softmax, "strided_softmax", ["transpose", "float16-transpose"])
-    assert "learning/workshops/cases.py:" in str(info.value)
+    assert "learning/workshops/checking/cases.py:" in str(info.value)
     entry = _sidecar(autograde)["public:strided_softmax:float16-transpose+transpose"]
     assert entry["status"] == INTERNAL_ERROR
     assert entry["failed"] == [] and entry["hints"] == []
@@ -215,7 +219,7 @@ def test_function_checks_tell_a_checker_fault_from_the_students(monkeypatch, aut
         hidden.check_address_table(raises)
     assert _sidecar(autograde)["hidden:address_table"]["status"] == "failed"
     _draw_fails(monkeypatch)
-    with pytest.raises(CheckerFault, match=r"at grader/hidden\.py:\d+\.\n"):
+    with pytest.raises(CheckerFault, match=r"at grader/grading/hidden\.py:\d+\.\n"):
         hidden.check_address_table(address_table)
     assert _sidecar(autograde)["hidden:address_table"]["status"] == INTERNAL_ERROR
 
@@ -252,7 +256,9 @@ def test_timing_child_exits_3_for_the_checkers_fault(monkeypatch, capsys):
 def test_timing_cell_raises_when_its_child_reports_a_fault(monkeypatch, autograde):
     """When the timing child exits 3, does the cell raise CheckerFault instead of scoring 0,
     with both sidecars saying it was the checker?"""
-    line = f"{FAULT}hidden:timing: KeyError: 'shapes' at grader/gpu_timing.py:1. {REPORT_IT}"
+    line = (
+        f"{FAULT}hidden:timing: KeyError: 'shapes' at grader/grading/gpu_timing.py:1. {REPORT_IT}"
+    )
     done = subprocess.CompletedProcess([], 3, stdout="", stderr=f"noise\n{line}\n")
     monkeypatch.setattr(gpu_timing, "require_cuda", lambda: None)
     monkeypatch.setattr(gpu_timing.subprocess, "run", lambda *args, **kwargs: done)

@@ -6,7 +6,7 @@ import random
 
 import nbformat
 
-from grader.feedback import (
+from grader.grading.feedback import (
     HIDDEN_NOTE,
     StudentFeedback,
     fresh_examples,
@@ -14,7 +14,7 @@ from grader.feedback import (
     kind_of,
     timing_summary,
 )
-from learning.workshops.cases import Case, CaseResult
+from learning.workshops.checking.cases import Case, CaseResult, Failure, Verdict
 
 CASES = [
     Case("hidden-contiguous-0", "contiguous", 9, 64),
@@ -25,7 +25,8 @@ CASES = [
 
 
 def _result(case: Case, passed: bool, failure: str | None = None) -> CaseResult:
-    return CaseResult(case.name, passed, f"{case.name}: {case.rows}x{case.cols}", failure)
+    verdict = Verdict(None if passed else Failure(failure), f"{case.rows}x{case.cols}")
+    return CaseResult(case.name, verdict)
 
 
 def test_kinds_are_words_without_sizes():
@@ -61,9 +62,7 @@ def test_a_failed_hidden_cell_says_kinds_hint_and_a_fresh_failing_example():
 
     def run_examples(examples):
         ran.extend(examples)
-        return [
-            CaseResult(e.name, False, f"{e.name}: {e.rows}x{e.cols}", "dtype") for e in examples
-        ]
+        return [_result(e, False, "dtype") for e in examples]
 
     text = hidden_failure("copy_rows", CASES, results, run_examples)
     assert text.startswith("copy_rows: 2 of 4 hidden cases fail.")
@@ -80,7 +79,7 @@ def test_when_fresh_examples_pass_the_message_says_so():
     results = [_result(CASES[1], False, "nonfinite")]
 
     def run_examples(examples):
-        return [CaseResult(e.name, True) for e in examples]
+        return [_result(e, True) for e in examples]
 
     text = hidden_failure("softmax_kernel", CASES, results, run_examples)
     assert "FAIL" not in text and "depends on the hidden sizes" in text
@@ -106,11 +105,14 @@ def test_feedback_cuts_hidden_regions_and_grader_lines():
     """Does the feedback preprocessor cut each hidden region, markers included, and every
     output line that names the grader?"""
     source = (
-        "smoke()\n### BEGIN HIDDEN TESTS\nfrom grader.hidden import x\nx()\n### END HIDDEN TESTS"
+        "smoke()\n### BEGIN HIDDEN TESTS\nfrom grader.grading.hidden import x\nx()\n"
+        "### END HIDDEN TESTS"
     )
     cell = nbformat.v4.new_code_cell(source)
     cell.outputs = [
-        nbformat.v4.new_output("stream", name="stdout", text="ok\n  File grader/hidden.py\nend"),
+        nbformat.v4.new_output(
+            "stream", name="stdout", text="ok\n  File grader/grading/hidden.py\nend"
+        ),
         nbformat.v4.new_output(
             "error", ename="E", evalue="v", traceback=["top", "/course/grader/x.py line 3"]
         ),

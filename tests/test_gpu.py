@@ -18,7 +18,7 @@ pytestmark = [
 def test_reference_on_cuda_views():
     """Does the reference compute every public view right on a real GPU?"""
     import grader.reference as reference
-    from learning.workshops.testing import expect_cases
+    from learning.workshops.notebook.testing import expect_cases
 
     expect_cases(reference.strided_softmax, "strided_softmax")
 
@@ -37,7 +37,7 @@ def test_input_on_non_current_device():
 
 def test_timing_points_for_the_reference(tmp_path):
     """Does the reference, timed against itself, earn full points and write a sidecar?"""
-    from grader.gpu_timing import timing_points
+    from grader.grading.gpu_timing import timing_points
     from grader.zoo import REFERENCE
 
     sidecar = tmp_path / "i1_timing.json"
@@ -50,7 +50,7 @@ def test_timing_points_for_the_reference(tmp_path):
 
 def test_timing_catches_a_copy_first_kernel(tmp_path):
     """Does a kernel that copies its input first score below full points on transposes?"""
-    from grader.gpu_timing import timing_points
+    from grader.grading.gpu_timing import timing_points
     from grader.zoo import COPY_FIRST, REFERENCE, apply
 
     impl = tmp_path / "copy_first.py"
@@ -103,7 +103,7 @@ TIMING_CHEATS = {
 def test_timing_catches_faked_timings(cheat, tmp_path):
     """Does a submission that fakes its timing from inside the timing process score 0, with
     the way it cheated named, though its events beat the reference's?"""
-    from grader.gpu_timing import timing_points
+    from grader.grading.gpu_timing import timing_points
     from grader.zoo import REFERENCE, apply
 
     expected, edits = TIMING_CHEATS[cheat]
@@ -153,7 +153,7 @@ def test_a_runaway_allocation_fails_its_case_with_the_memory_hint(tmp_path):
 
 def test_timing_gives_zero_for_a_stale_kernel(tmp_path):
     """Does a kernel that replays its first result get no timing points?"""
-    from grader.gpu_timing import timing_points
+    from grader.grading.gpu_timing import timing_points
     from grader.zoo import BUGS, write_bug
 
     impl = write_bug(next(b for b in BUGS if b.hint == "stale-output"), tmp_path)
@@ -162,7 +162,7 @@ def test_timing_gives_zero_for_a_stale_kernel(tmp_path):
 
 def test_timing_gives_zero_for_a_crash(tmp_path):
     """Does a kernel that segfaults score 0 with its cause, leaving this process alive?"""
-    from grader.gpu_timing import timing_points
+    from grader.grading.gpu_timing import timing_points
     from grader.zoo import BUGS, write_bug
 
     impl = write_bug(next(b for b in BUGS if b.hint == "crash"), tmp_path)
@@ -176,7 +176,7 @@ def _verdicts(tmp_path, name: str, **env: str) -> dict:
     import subprocess
     import sys
 
-    from learning.workshops.child import child_env
+    from learning.workshops.checking.child import child_env
 
     out = tmp_path / f"{name}.json"
     command = [sys.executable, "-m", "grader.agreement", "--out", str(out)]
@@ -221,7 +221,7 @@ def test_cpu_and_gpu_reach_the_same_verdicts(tmp_path):
 def test_every_decomposition_is_graded_by_its_speed(tmp_path):
     """Is each correct decomposition timed against the reference and given the points of its
     ratio, full points when it is at least as fast?"""
-    from grader.gpu_timing import band, timing_points
+    from grader.grading.gpu_timing import band, timing_points
     from grader.zoo import SHAPES, base_path
 
     rows = []

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 import grader.reference as reference
-from grader.hidden import expect_address_table, expect_hidden, hidden_cases
+from grader.grading.hidden import expect_address_table, expect_hidden, hidden_cases
 from grader.zoo import BUGS, REFERENCE, write_bug
-from learning.workshops.cases import PUBLIC_CASES
+from learning.workshops.checking.cases import PUBLIC_CASES
 
 
 def test_same_secret_same_cases():
@@ -77,8 +77,8 @@ def test_timing_without_cuda_fails_with_one_sentence(tmp_path):
     """Without a CUDA device, does the timing cell fail with one clear sentence?"""
     import torch
 
-    from grader.gpu_timing import timing_points
-    from learning.workshops.timing import NoCudaError
+    from grader.grading.gpu_timing import timing_points
+    from learning.workshops.measuring.timing import NoCudaError
 
     if torch.cuda.is_available():
         pytest.skip("this machine has a CUDA device")
@@ -93,7 +93,7 @@ def test_timing_without_cuda_fails_with_one_sentence(tmp_path):
 )
 def test_timing_bands(ratio, fraction):
     """Does each student/reference ratio map to the band the notes document?"""
-    from grader.gpu_timing import band
+    from grader.grading.gpu_timing import band
 
     assert band(ratio) == fraction
 
@@ -111,7 +111,7 @@ def test_timing_bands(ratio, fraction):
 def test_events_are_cross_checked_with_the_wall_clock(student, student_wall, trusted):
     """Are a student's CUDA events trusted only when they agree with the host clock about as
     well as the reference's (0.13 ms by both) do?"""
-    from grader.gpu_timing import events_disagree
+    from grader.grading.gpu_timing import events_disagree
 
     why = events_disagree(student, student_wall, 0.13, 0.13)
     assert (why == "") == trusted
@@ -133,7 +133,7 @@ def _record(events_ms: float, seconds: float) -> dict:
 )
 def test_the_parent_bounds_the_childs_claims(events_ms, seconds, elapsed_s, believable):
     """Seen from outside the timing child, do its events and clock fit in the time it ran?"""
-    from grader.gpu_timing import exceeds_process_time
+    from grader.grading.gpu_timing import exceeds_process_time
 
     why = exceeds_process_time(_record(events_ms, seconds), elapsed_s)
     assert (why == "") == believable
@@ -146,7 +146,7 @@ def test_replaced_machinery_is_named(monkeypatch):
     import torch
 
     import grader.reference
-    from grader.gpu_timing import machinery, replaced
+    from grader.grading.gpu_timing import machinery, replaced
 
     before = machinery()
     assert replaced(before) == []

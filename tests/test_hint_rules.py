@@ -7,8 +7,8 @@ from typing import NamedTuple
 
 import pytest
 
-from learning.workshops.cases import PUBLIC_CASES, CaseResult, Failure
-from learning.workshops.hints import RULES, HintId, diagnose
+from learning.workshops.checking.cases import PUBLIC_CASES, CaseResult, Failure, Verdict
+from learning.workshops.checking.hints import RULES, HintId, diagnose
 
 CASES = {case.name: case for case in PUBLIC_CASES}
 
@@ -22,8 +22,7 @@ def fail(name: str, failure: Failure | None, text: str = "") -> CaseResult:
     """A public case's result as `run_case` builds it: its features, and its width for views."""
     case = CASES[name]
     cols = 0 if case.bad_input else case.cols
-    detail = f"{name}: {text}"
-    return CaseResult(name, failure is None, detail, failure, sorted(case.features), cols=cols)
+    return CaseResult(name, Verdict(failure, text), sorted(case.features), cols=cols)
 
 
 class Row(NamedTuple):

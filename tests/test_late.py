@@ -1,4 +1,4 @@
-"""The late policy (grader.late): a share of the raw score per started day after a grace."""
+"""The late policy (grader.grading.late): a share of the raw score per started day after a grace."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from traitlets import TraitError
 from traitlets.config import Config
 
-from grader.late import DailyLatePenalty
+from grader.grading.late import DailyLatePenalty
 
 ROOT = Path(__file__).resolve().parents[1]
 MINUTE, HOUR, DAY = 60, 3600, 86400

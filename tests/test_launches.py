@@ -8,8 +8,8 @@ import triton
 import triton.language as tl
 from triton.runtime.jit import KernelInterface
 
-from learning.workshops.contracts import default_device
-from learning.workshops.launches import Launch, count_launches
+from learning.workshops.checking.launches import Launch, count_launches
+from learning.workshops.notebook.contracts import default_device
 
 
 @triton.jit

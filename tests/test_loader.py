@@ -10,7 +10,7 @@ import pytest
 import torch
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-from learning.workshops.loader import LoadError, load_function, notebook_definitions
+from learning.workshops.checking.loader import LoadError, load_function, notebook_definitions
 
 TEST_CELL = {"nbgrader": {"grade": True, "solution": False, "grade_id": "t", "points": 1}}
 SOLUTION_CELL = {"nbgrader": {"grade": False, "solution": True, "grade_id": "s"}}

@@ -13,15 +13,15 @@ from notebook_cells import lost_cells
 from shared_course import SHAPES_GRADED, grade_id
 
 from grader import course
-from grader.grading_log import read_record
-from grader.hidden import hidden_cases
+from grader.grading.grading_log import read_record
+from grader.grading.hidden import hidden_cases
+from grader.grading.sandbox import split_hidden_tests
+from grader.grading.trusted import draw_for
 from grader.sample_cohort import members
-from grader.sandbox import split_hidden_tests
 from grader.seeding import course_secret
-from grader.trusted import draw_for
 from grader.zoo import BUGS
-from learning.workshops.cases import OPS
-from learning.workshops.views import geometry
+from learning.workshops.checking.cases import OPS
+from learning.workshops.checking.views import geometry
 
 pytestmark = pytest.mark.nbgrader
 
@@ -188,7 +188,7 @@ def leaks(root, student: str) -> list[str]:
 def test_feedback_shows_no_hidden_test(graded, feedback):
     """Does no student's feedback hold a hidden test's source or markers, a grader module
     or path, a sidecar, the secret, or any of their hidden cases? (What the student wrote
-    comes back as written: the tampering code that imports `grader.hidden`, say.)"""
+    comes back as written: the tampering code that imports `grader.grading.hidden`, say.)"""
     root, _, _ = graded
     hits = {}
     for student, (files, text) in feedback.items():

@@ -14,7 +14,7 @@ from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.colors import to_rgba  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from learning.workshops.pictures import draw_view, save_view  # noqa: E402
+from learning.workshops.notebook.pictures import draw_view, save_view  # noqa: E402
 
 
 def panels(fig: Figure) -> tuple[Axes, Axes]:

@@ -17,7 +17,7 @@ from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.patches import Rectangle  # noqa: E402
 
 from learning.workshops import plots  # noqa: E402
-from learning.workshops.results import H200_SAMPLE, Results, Row, load  # noqa: E402
+from learning.workshops.measuring.results import H200_SAMPLE, Results, Row, load  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = H200_SAMPLE  # measured on an H200; its note says when and how

@@ -14,14 +14,21 @@ import nbformat
 import pytest
 from test_cohort import FAKE_TIMING
 
-import grader.gpu_timing as gpu_timing
-from grader import cohort, recheck, timing_record, trusted
+import grader.grading.gpu_timing as gpu_timing
+from grader import cohort, recheck
 from grader.course import ASSIGNMENT, NOTEBOOK, REPO
-from grader.timing_record import BANDS, MAX_POINTS, SIDECAR, band
-from learning.workshops import results, sidecars
-from learning.workshops.faults import INTERNAL_ERROR
-from learning.workshops.sidecars import HINTS_SCHEMA, HINTS_SIDECAR, RecordError, RecordMissing
-from learning.workshops.testing import expect_cases, record_status
+from grader.grading import timing_record, trusted
+from grader.grading.timing_record import BANDS, MAX_POINTS, SIDECAR, band
+from learning.workshops.checking import sidecars
+from learning.workshops.checking.faults import INTERNAL_ERROR
+from learning.workshops.checking.sidecars import (
+    HINTS_SCHEMA,
+    HINTS_SIDECAR,
+    RecordError,
+    RecordMissing,
+)
+from learning.workshops.measuring import results
+from learning.workshops.notebook.testing import expect_cases, record_status
 
 # -- the hint sidecar --------------------------------------------------------------------
 
@@ -100,7 +107,7 @@ def _timing(tmp_path: Path, **changes) -> Path:
 
 
 def test_timing_sidecar_loads_typed(tmp_path):
-    """Does a sidecar shaped like grader.gpu_timing's load with its numbers and shapes?"""
+    """Does a sidecar shaped like grader.grading.gpu_timing's load with its numbers and shapes?"""
     record = timing_record.load(_timing(tmp_path))
     assert (record.points, record.max_points, record.device) == (1.5, 2, "NVIDIA H200")
     assert [s.shape for s in record.shapes] == ["4096x4096", "65536x512"]

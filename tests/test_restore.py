@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import nbformat
 
-from grader.restore import SourceCell, in_source_order, out_of_place
+from grader.grading.restore import SourceCell, in_source_order, out_of_place
 
 
 def _source(gid: str, *, points: float | None = None, solution: bool = False) -> SourceCell:

@@ -1,6 +1,6 @@
 """The grading sandbox: hostile scripts run inside it, and each attack fails.
 
-Each test runs a small script under `grader.sandbox` next to a fake course (a gradebook, a
+Each test runs a small script under `grader.grading.sandbox` next to a fake course (a gradebook, a
 secret, other students' folders) and checks what the script could reach. Skipped where
 bubblewrap is missing or cannot make namespaces.
 """
@@ -21,9 +21,9 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-from grader import sandbox
-from grader.sandbox import Limits, SandboxedExecute, SandboxRun, run_sandboxed, sandboxed
-from learning.workshops import notebook_runner
+from grader.grading import sandbox
+from grader.grading.sandbox import Limits, SandboxedExecute, SandboxRun, run_sandboxed, sandboxed
+from learning.workshops.checking import notebook_runner
 
 CANARY = "i1-canary-secret-7f3a"
 
@@ -53,7 +53,7 @@ def course(tmp_path: Path) -> Path:
         "gradebook.db",
         "nbgrader_config.py",
         "course_secret.txt",
-        "grader/hidden.py",
+        "grader/grading/hidden.py",
         "source/i1/strided_softmax.ipynb",
         "submitted/other/i1/strided_softmax.ipynb",
         "autograded/other/i1/strided_softmax.ipynb",
@@ -108,7 +108,9 @@ def test_course_files_cannot_be_read(course):
     unreadable by absolute path?"""
     paths = [str(p) for p in course.rglob("*") if p.is_file()]
     repo = sandbox.REPO
-    paths += [str(repo / n) for n in ("grader/reference.py", "grader/hidden.py", "README.md")]
+    paths += [
+        str(repo / n) for n in ("grader/reference.py", "grader/grading/hidden.py", "README.md")
+    ]
     paths += [str(repo / "nbgrader_config.py"), "/root/.bash_history", "/etc/shadow"]
     output, run = run_py(READ_ALL, json.dumps(paths))
     assert run.returncode == 0, output
@@ -350,7 +352,7 @@ def test_torch_runs_inside():
 def test_learning_imports_and_grader_does_not():
     """Is the student-side package importable inside and the instructor's not?"""
     code = (
-        "import learning.workshops.views as v; print('learning', v.__file__)\n"
+        "import learning.workshops.checking.views as v; print('learning', v.__file__)\n"
         "try:\n    import grader\n    print('grader', grader.__file__)\n"
         "except ImportError:\n    print('no grader')"
     )

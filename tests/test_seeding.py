@@ -13,10 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from grader import course, gpu_timing, parallel, recheck, sandbox
-from grader.hidden import Draw, course_draw, hidden_cases
+from grader import course, parallel, recheck
+from grader.grading import gpu_timing, sandbox
+from grader.grading.hidden import Draw, course_draw, hidden_cases
+from grader.grading.trusted import draw_for, submission_draw
 from grader.seeding import ENV, FILE, MissingSecret, course_folder, course_secret, main
-from grader.trusted import draw_for, submission_draw
 
 REPO = Path(__file__).resolve().parents[1]
 TOKEN = re.compile(r"\b[0-9a-fA-F]{64}\b")

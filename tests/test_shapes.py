@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from grader.zoo import SHAPE_BUGS, SHAPES, base_path, write_bug
-from learning.workshops.cases import OPS, PUBLIC_CASES, CaseResult, suite
-from learning.workshops.hints import diagnose
-from learning.workshops.loader import load_module
-from learning.workshops.testing import run_cases
+from learning.workshops.checking.cases import OPS, PUBLIC_CASES, CaseResult, suite
+from learning.workshops.checking.hints import diagnose
+from learning.workshops.checking.loader import load_module
+from learning.workshops.notebook.testing import run_cases
 
 SEED = 20261130
 BLAMING = ("output-layout", "crash")
@@ -61,7 +61,7 @@ def test_verdicts_need_no_audit(members, monkeypatch):
     the same hints as the audited run (what `grader.agreement` then checks on a GPU)?"""
     import contextlib
 
-    from learning.workshops import cases
+    from learning.workshops.checking import cases
 
     audited = {m.name: public_results(Path(m.path), m.op) for m in members}
     monkeypatch.setattr(cases, "_audit", lambda x: contextlib.nullcontext())

@@ -22,9 +22,9 @@ import pytest
 import torch
 from test_loader import KERNEL_NOTEBOOK
 
-from grader import sandbox
-from learning.workshops.child import child_env
-from learning.workshops.loader import load_function, load_module
+from grader.grading import sandbox
+from learning.workshops.checking.child import child_env
+from learning.workshops.checking.loader import load_function, load_module
 
 KERNEL_CELLS = list(KERNEL_NOTEBOOK[:3])
 """The notebook definitions of test_loader: imports, a Triton kernel, its wrapper."""
@@ -75,7 +75,7 @@ def test_a_failing_notebook_load_leaves_no_temporary_folder(tmp_path, tmp):
 def test_a_load_that_crashes_the_process_leaves_no_temporary_folder(tmp_path, tmp):
     """When the student's code segfaults the child while loading, is nothing left behind?"""
     path = notebook(tmp_path / "impl.ipynb", CRASHING_CELLS)
-    code = "import sys; from pathlib import Path; from learning.workshops.loader import "
+    code = "import sys; from pathlib import Path; from learning.workshops.checking.loader import "
     code += "load_function; load_function(Path(sys.argv[1]), 'strided_softmax')"
     done = subprocess.run(
         [sys.executable, "-c", code, str(path)],

@@ -11,10 +11,10 @@ import pytest
 
 from grader import zoo
 from grader.reference import strided_softmax
-from learning.workshops.cases import PUBLIC_CASES, suite
-from learning.workshops.contracts import default_device
-from learning.workshops.hints import MESSAGES
-from learning.workshops.testing import expect_cases, quiet
+from learning.workshops.checking.cases import PUBLIC_CASES, suite
+from learning.workshops.checking.hints import MESSAGES
+from learning.workshops.notebook.contracts import default_device
+from learning.workshops.notebook.testing import expect_cases, quiet
 
 
 def buggy(bug_name: str, folder):

@@ -7,14 +7,14 @@ import shutil
 import nbformat
 import pytest
 
-from grader import trusted
-from grader.hidden import Draw, hidden_cases, hidden_views, run_function_check
+from grader.grading import trusted
+from grader.grading.hidden import Draw, hidden_cases, hidden_views, run_function_check
 from grader.zoo import REFERENCE
-from learning.workshops.isolation import Session
+from learning.workshops.checking.isolation import Session
 
 REGION = """# smoke test first
 ### BEGIN HIDDEN TESTS
-from grader.hidden import expect_hidden
+from grader.grading.hidden import expect_hidden
 
 expect_hidden("strided_softmax")
 timing_points(max_points=2)
@@ -67,7 +67,7 @@ def test_each_submission_gets_fresh_cases_of_the_same_kinds():
 @pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap (bwrap)")
 def test_function_checks_run_the_student_sandboxed(tmp_path):
     """Is a plain function's hidden check answered from a sandboxed child, right or wrong?"""
-    from grader.sandbox import inside, sandbox_cgroups, sandboxed, scratch
+    from grader.grading.sandbox import inside, sandbox_cgroups, sandboxed, scratch
 
     with scratch() as work, sandbox_cgroups() as cgroups:
         impl = work / "impl.py"
@@ -112,7 +112,7 @@ def test_the_sandbox_speaks_only_for_visible_cells(tmp_path):
 def test_what_the_sandbox_cuts_out_is_what_gets_graded():
     """However the markers are written, is every line cut from the sandboxed cell a line the
     trusted side grades (so no hidden check can go missing between the two)?"""
-    from grader.sandbox import strip_hidden_tests
+    from grader.grading.sandbox import strip_hidden_tests
 
     source = 'x = 1\n# BEGIN HIDDEN TESTS\nexpect_hidden("copy_rows")\n# END HIDDEN TESTS\ny = 2'
     assert strip_hidden_tests(source) == "x = 1\ny = 2"

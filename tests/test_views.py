@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from learning.workshops.views import (
+from learning.workshops.checking.views import (
     FILLS,
     LAYOUTS,
     geometry,

@@ -32,7 +32,7 @@ def test_reference_passes(op):
 
 def test_every_hint_rule_has_a_zoo_member():
     """Is every hint id the rules can give proved by at least one zoo member?"""
-    from learning.workshops.hints import RULES
+    from learning.workshops.checking.hints import RULES
 
     assert {hint_id for hint_id, _ in RULES} == {b.hint for b in CHECKED}
 

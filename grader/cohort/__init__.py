@@ -45,9 +45,9 @@ from grader.cohort.tables import (
     wide_table,
 )
 from grader.cohort.timings import timing_columns, timing_table
-from grader.timing_record import SIDECAR as TIMING_SIDECAR
-from grader.timing_record import ShapeTiming, TimingRecord
-from learning.workshops.sidecars import HINTS_SCHEMA, HINTS_SIDECAR, RecordError
+from grader.grading.timing_record import SIDECAR as TIMING_SIDECAR
+from grader.grading.timing_record import ShapeTiming, TimingRecord
+from learning.workshops.checking.sidecars import HINTS_SCHEMA, HINTS_SIDECAR, RecordError
 
 __all__ = [
     "COLUMNS",

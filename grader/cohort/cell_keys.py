@@ -5,17 +5,17 @@ from __future__ import annotations
 import ast
 import functools
 
-from grader.timing_record import TEST
-from learning.workshops.sidecars import hidden_key, public_key
+from grader.grading.timing_record import TEST
+from learning.workshops.checking.sidecars import hidden_key, public_key
 
 
 @functools.cache
 def check_keys() -> dict[str, str]:
-    """The sidecar key of each hidden check that tests one function (`grader.hidden`'s
+    """The sidecar key of each hidden check that tests one function (`grader.grading.hidden`'s
     `expect_NAME` records `hidden:NAME`), and of the timing cell, by the function called.
-    Imported when first needed: `grader.hidden` imports torch, which the report does not
+    Imported when first needed: `grader.grading.hidden` imports torch, which the report does not
     need until it reads cells."""
-    from grader.hidden import FUNCTION_CHECKS
+    from grader.grading.hidden import FUNCTION_CHECKS
 
     return {f"expect_{name}": hidden_key(name) for name in FUNCTION_CHECKS} | {
         "timing_points": TEST
@@ -30,7 +30,7 @@ def sidecar_keys(source: str) -> tuple[str, ...]:
 
 
 def _key(call: ast.Call) -> str | None:
-    """The key one call writes (see `learning.workshops.sidecars`), or None."""
+    """The key one call writes (see `learning.workshops.checking.sidecars`), or None."""
     name, args = _call_name(call), call.args
     if name in check_keys():
         return check_keys()[name]

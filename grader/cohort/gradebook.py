@@ -102,7 +102,7 @@ def _student_record(gradebook, course: Path, assignment: str, student: str) -> S
         return StudentRecord(student, False, False, submitted_folder, None)
     notebooks = [nb.name for nb in submission.notebooks]
     from grader.export import UNGRADABLE, submission_outcome  # imports nbgrader: only here
-    from grader.grading_log import read_record
+    from grader.grading.grading_log import read_record
 
     status, cause = submission_outcome(course, assignment, student, folder, notebooks)
     graded = read_record(course, assignment, student)

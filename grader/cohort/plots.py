@@ -13,7 +13,7 @@ from matplotlib.patches import Patch
 
 from grader.cohort.style import COLOURS, message
 from grader.cohort.tables import totals
-from learning.workshops.sidecars import HINTS_SIDECAR
+from learning.workshops.checking.sidecars import HINTS_SIDECAR
 
 
 def plot_scores(table: pd.DataFrame) -> Figure:

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from grader.timing_record import TimingRecord
-from learning.workshops.results import Results
+from grader.grading.timing_record import TimingRecord
+from learning.workshops.measuring.results import Results
 
 
 class CohortError(Exception):

@@ -11,8 +11,8 @@ from grader.cohort.sidecars import load_cohort
 from grader.cohort.summary import summarize
 from grader.cohort.tables import build_table, hint_table, save_table
 from grader.cohort.timings import timing_table
-from learning.workshops.results import ResultsError
-from learning.workshops.results import load as load_results
+from learning.workshops.measuring.results import ResultsError
+from learning.workshops.measuring.results import load as load_results
 
 
 def build_report(

@@ -11,10 +11,15 @@ from typing import TypeVar
 
 from grader.cohort.gradebook import load_gradebook, progress
 from grader.cohort.records import Cohort, StudentRecord
-from grader.timing_record import SIDECAR as TIMING_SIDECAR
-from grader.timing_record import load as load_timing
-from learning.workshops.sidecars import HINTS_SIDECAR, HintRecord, RecordError, RecordMissing
-from learning.workshops.sidecars import load_hints as load_hint_record
+from grader.grading.timing_record import SIDECAR as TIMING_SIDECAR
+from grader.grading.timing_record import load as load_timing
+from learning.workshops.checking.sidecars import (
+    HINTS_SIDECAR,
+    HintRecord,
+    RecordError,
+    RecordMissing,
+)
+from learning.workshops.checking.sidecars import load_hints as load_hint_record
 
 T = TypeVar("T")
 

@@ -14,8 +14,8 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import NullLocator
 
 from grader.cohort.style import COLOURS, NEEDS_GPU_PANEL, SHAPE_COLOURS, message
-from grader.timing_record import BANDS
-from learning.workshops.results import Results
+from grader.grading.timing_record import BANDS
+from learning.workshops.measuring.results import Results
 
 
 def plot_speedup(timing: pd.DataFrame, benchmark: Results | None) -> Figure:

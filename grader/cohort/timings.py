@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from grader.timing_record import TimingRecord
+from grader.grading.timing_record import TimingRecord
 
 BYTES_PER_ELEMENT = 4
 """The timing cell times fp32 inputs: logical traffic is 2 x M x N x 4 bytes."""

@@ -24,12 +24,13 @@ import torch
 import triton
 from tqdm import tqdm
 
-from learning.workshops import contracts, timing
-from learning.workshops.cases import DTYPES, OPS, TOLERANCES
 from learning.workshops.check import UsageError, find_impl
-from learning.workshops.loader import LoadError, load_function
+from learning.workshops.checking.cases import DTYPES, OPS, TOLERANCES
+from learning.workshops.checking.loader import LoadError, load_function
+from learning.workshops.measuring import timing
+from learning.workshops.measuring.results import LAYOUTS, Results, Row
+from learning.workshops.notebook import contracts
 from learning.workshops.paths import unwritable
-from learning.workshops.results import LAYOUTS, Results, Row
 
 BENCHMARKED_OPS = ("strided_softmax",)
 DEFAULT_SHAPES = ((4096, 4096), (65536, 512))

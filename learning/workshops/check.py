@@ -16,11 +16,16 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from learning.workshops.cases import OPS, PUBLIC_CASES, Case, CaseResult, suite
-from learning.workshops.contracts import select_mode
-from learning.workshops.faults import INTERNAL_ERROR, INTERNAL_EXIT, fault_text, internal_message
-from learning.workshops.hints import Hint, diagnose
-from learning.workshops.isolation import run_isolated
+from learning.workshops.checking.cases import OPS, PUBLIC_CASES, Case, CaseResult, suite
+from learning.workshops.checking.faults import (
+    INTERNAL_ERROR,
+    INTERNAL_EXIT,
+    fault_text,
+    internal_message,
+)
+from learning.workshops.checking.hints import Hint, diagnose
+from learning.workshops.checking.isolation import run_isolated
+from learning.workshops.notebook.contracts import select_mode
 
 CASE_TIMEOUT_S = 120.0
 EXIT_STATUSES = (

@@ -22,7 +22,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-from learning.workshops.results import Results, ResultsError, Row, load
+from learning.workshops.measuring.results import Results, ResultsError, Row, load
 
 MODES = ("cold", "warm")
 MODE_NAMES = {"cold": "cold (L2 flushed)", "warm": "warm (back to back)"}

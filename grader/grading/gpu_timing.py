@@ -32,9 +32,9 @@ import torch
 import triton
 
 import grader.reference as reference
-from grader.timing_record import SCHEMA, SIDECAR, TEST, ShapeTiming, band, from_json
-from learning.workshops.child import child_env, context_lost
-from learning.workshops.faults import (
+from grader.grading.timing_record import SCHEMA, SIDECAR, TEST, ShapeTiming, band, from_json
+from learning.workshops.checking.child import child_env, context_lost
+from learning.workshops.checking.faults import (
     INTERNAL_ERROR,
     INTERNAL_EXIT,
     CheckerFault,
@@ -42,9 +42,9 @@ from learning.workshops.faults import (
     fault_text,
     internal_message,
 )
-from learning.workshops.sidecars import RecordError
-from learning.workshops.testing import checker_faults, quiet, record_status
-from learning.workshops.timing import interleaved, require_cuda, summarize
+from learning.workshops.checking.sidecars import RecordError
+from learning.workshops.measuring.timing import interleaved, require_cuda, summarize
+from learning.workshops.notebook.testing import checker_faults, quiet, record_status
 
 SUBMISSION = "strided_softmax.ipynb"
 CHILD_TIMEOUT_S = 300.0
@@ -146,7 +146,7 @@ def machinery() -> dict[str, object]:
     after the student's code ran in this process."""
     from triton.runtime.jit import JITFunction, KernelInterface
 
-    import learning.workshops.timing as timing
+    import learning.workshops.measuring.timing as timing
 
     return {
         "torch.cuda.Event": torch.cuda.Event,
@@ -160,8 +160,8 @@ def machinery() -> dict[str, object]:
         "triton JITFunction.run": JITFunction.run,
         "grader.reference.strided_softmax": reference.strided_softmax,
         "grader.reference.softmax_kernel": reference.softmax_kernel,
-        "learning.workshops.timing.interleaved": timing.interleaved,
-        "learning.workshops.timing.summarize": timing.summarize,
+        "learning.workshops.measuring.timing.interleaved": timing.interleaved,
+        "learning.workshops.measuring.timing.summarize": timing.summarize,
     }
 
 
@@ -199,7 +199,7 @@ def timing_points(
     the timing's own code fails, this raises CheckerFault, which says it is not the student's.
     """
     if sandbox is None:
-        from grader.hidden import refuse_in_autograde
+        from grader.grading.hidden import refuse_in_autograde
 
         refuse_in_autograde("timing_points")
     require_cuda()
@@ -208,14 +208,14 @@ def timing_points(
 
 
 def _timing_points(max_points: float, path: Path, out: Path, sandbox: Sandbox | None) -> float:
-    from grader.hidden import last_line
+    from grader.grading.hidden import last_line
     from grader.parallel import gpu_lock
 
     out.unlink(missing_ok=True)
     key = sandbox.key if sandbox else _course_key()
     shapes = ",".join(f"{r}x{c}" for r, c in hidden_shapes(key=key))
     impl, record = (sandbox.impl, sandbox.record) if sandbox else (str(path), str(out))
-    command = [sys.executable, "-m", "grader.gpu_timing", "--impl", impl, "--out", record]
+    command = [sys.executable, "-m", "grader.grading.gpu_timing", "--impl", impl, "--out", record]
     command += ["--shapes", shapes, "--seed", str(inputs_seed(key))]
     if sandbox:
         command = sandbox.wrap(command)
@@ -236,7 +236,7 @@ def _timing_points(max_points: float, path: Path, out: Path, sandbox: Sandbox | 
     except subprocess.TimeoutExpired:
         why = f"no result after {CHILD_TIMEOUT_S:.0f} s"
     if sandbox and not why:  # the child wrote where it could; this process keeps the record
-        from grader.sandbox import read_regular
+        from grader.grading.sandbox import read_regular
 
         try:
             out.write_bytes(read_regular(sandbox.record_here, 1_000_000))
@@ -315,10 +315,10 @@ def exceeds_process_time(record: dict, elapsed_s: float) -> str:
 
 def measure(impl: Path, out: Path, shapes: list[tuple[int, int]], seed: int) -> None:
     """Time the function in `impl` against the reference on `shapes`; write `out`."""
-    from learning.workshops.child import limit_memory
-    from learning.workshops.contracts import select_mode
-    from learning.workshops.isolation import MEMORY_LIMIT_BYTES
-    from learning.workshops.loader import load_function
+    from learning.workshops.checking.child import limit_memory
+    from learning.workshops.checking.isolation import MEMORY_LIMIT_BYTES
+    from learning.workshops.checking.loader import load_function
+    from learning.workshops.notebook.contracts import select_mode
 
     limit_memory(MEMORY_LIMIT_BYTES)
     select_mode(verbose=False)
@@ -361,7 +361,7 @@ def main(argv: list[str] | None = None) -> int:
     """Time a submission: exit 0 with the sidecar written, 1 when the student's code failed,
     2 without --shapes and --seed in a course with no secret to draw them from, 3 when the
     timing's own code failed (an internal error)."""
-    from learning.workshops.loader import LoadError
+    from learning.workshops.checking.loader import LoadError
 
     parser = argparse.ArgumentParser(description="Time a submission against the reference.")
     parser.add_argument("--impl", required=True, help="the graded notebook or a .py file")
@@ -407,7 +407,7 @@ def _shapes(text: str) -> list[tuple[int, int]]:
 def _course_key(course: str | None = None) -> str:
     """The key of the draw of no submission in particular, from the secret of `course` (default:
     the course around the current folder); MissingSecret without one."""
-    from grader.hidden import course_draw
+    from grader.grading.hidden import course_draw
 
     return course_draw(Path(course) if course else None).key
 

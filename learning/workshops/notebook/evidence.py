@@ -38,7 +38,7 @@ SPECIALIZATIONS = {
 """Each specialization: whether SC is the constant 1, and the label a student reads."""
 COMPILE_TIMEOUT_S = 300
 """Longest a child compile may take before it is reported as failed."""
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 """The folder that holds the `learning` package, put on the child's path."""
 
 _MEMORY_OP = re.compile(r"(?<![\w.])(ld|st)\.global((?:\.[\w:]+)*)")
@@ -146,7 +146,9 @@ def compare_specializations(
 
 def _job(block: int, col_stride_one: bool, dtype: str, num_warps: int, arch: int) -> dict:
     """One specialization, as the child compiles it; arguments by position."""
-    from learning.workshops.contracts import warps  # here, so the child need not import torch
+    from learning.workshops.notebook.contracts import (
+        warps,  # here, so the child need not import torch
+    )
 
     if dtype not in ELEMENT_BITS:
         raise ValueError(f"dtype must be one of {', '.join(ELEMENT_BITS)}, got {dtype!r}.")
@@ -259,7 +261,7 @@ def _run_child(request: dict) -> dict:
         payload = json.dumps({**request, "result_path": str(result_path)})
         try:
             child = subprocess.run(
-                [sys.executable, "-m", "learning.workshops.evidence"],
+                [sys.executable, "-m", "learning.workshops.notebook.evidence"],
                 input=payload,
                 capture_output=True,
                 text=True,

@@ -10,14 +10,14 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
-from learning.workshops.cases import Case, CaseResult, Failure, Verdict
+from learning.workshops.checking.cases import Case, CaseResult, Failure, Verdict
 
 INTERNAL_ERROR = Failure.INTERNAL_ERROR.value
 """A case's failure when its checks raised, and the status of a test they raised in."""
 INTERNAL_EXIT = 3
 """The exit status of a command whose checker failed: the check, a hidden or timing child."""
 REPORT_IT = "Please report it with this output; your other results stand."
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 OWN_CODE = ("learning", "grader")
 
 

@@ -18,10 +18,10 @@ from dataclasses import replace
 from nbformat import NotebookNode
 from nbgrader.preprocessors import NbGraderPreprocessor
 
-from grader.sandbox import split_hidden_tests
-from learning.workshops.cases import Case, CaseResult
-from learning.workshops.faults import INTERNAL_ERROR
-from learning.workshops.hints import diagnose
+from grader.grading.sandbox import split_hidden_tests
+from learning.workshops.checking.cases import Case, CaseResult
+from learning.workshops.checking.faults import INTERNAL_ERROR
+from learning.workshops.checking.hints import diagnose
 
 LAYOUT_WORDS = {
     "contiguous": "contiguous rows",

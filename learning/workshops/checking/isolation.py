@@ -23,11 +23,11 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from learning.workshops.cases import Case, CaseResult, Failure, Verdict
-from learning.workshops.child import child_env
-from learning.workshops.faults import internal_result
+from learning.workshops.checking.cases import Case, CaseResult, Failure, Verdict
+from learning.workshops.checking.child import child_env
+from learning.workshops.checking.faults import internal_result
 
-CHILD_MODULE = "learning.workshops.child"
+CHILD_MODULE = "learning.workshops.checking.child"
 """The module each child runs (`python -m`); see its docstring for the protocol."""
 MAX_CRASHES = 3
 LOAD_TIMEOUT_S = 180.0

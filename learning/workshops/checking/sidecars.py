@@ -1,8 +1,8 @@
 """The hint sidecar (`i1_hints.json`) and what every cross-process record shares.
 
 While nbgrader autogrades, each test cell writes its outcome beside the notebook: passed,
-failed or internal-error, the failed cases and the hint ids. `learning.workshops.testing`
-and `grader.trusted` write it, the cohort report reads it, all through this module. A
+failed or internal-error, the failed cases and the hint ids. `learning.workshops.notebook.testing`
+and `grader.grading.trusted` write it, the cohort report reads it, all through this module. A
 loader refuses a bad file with `RecordError`, whose reason names what is wrong.
 """
 
@@ -96,9 +96,9 @@ def statuses() -> tuple[str, str, str]:
 
 
 def internal_error() -> str:
-    """`learning.workshops.faults.INTERNAL_ERROR`, imported when first needed: faults imports
-    torch, which the cohort report does not need to read sidecars."""
-    from learning.workshops.faults import INTERNAL_ERROR
+    """`faults.INTERNAL_ERROR`, imported when first needed: faults imports torch, which the
+    cohort report does not need to read sidecars."""
+    from learning.workshops.checking.faults import INTERNAL_ERROR
 
     return INTERNAL_ERROR
 

@@ -55,15 +55,15 @@ from nbgrader.preprocessors import Execute
 from nbgrader.preprocessors.clearhiddentests import ClearHiddenTests
 
 import learning
-from grader.grading_log import log_for
-from learning.workshops.notebook_runner import DEAD_KERNEL
+from grader.grading.grading_log import log_for
+from learning.workshops.checking.notebook_runner import DEAD_KERNEL
 
 UNSAFE_ENV = "I1_UNSAFE_NO_SANDBOX"
 UNSAFE_FLAG = "--unsafe-no-sandbox"
 SANDBOX_UID = 65534
 """The sandbox's user and group (nobody/nogroup): on the host, when run as root, as well."""
 LEARNING = Path(learning.__file__).resolve().parent
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 WORK = "/work"
 COURSE = "/course"
 HOME = "/tmp/home"
@@ -176,7 +176,7 @@ def require_course_config(root: Path) -> None:
     steps = config.Autograde.get("autograde_preprocessors", [])
     if not any(isinstance(s, type) and issubclass(s, SandboxedExecute) for s in steps):
         raise SandboxUnavailable(
-            f"{path} does not list grader.sandbox.SandboxedExecute in "
+            f"{path} does not list grader.grading.sandbox.SandboxedExecute in "
             "c.Autograde.autograde_preprocessors, so the hidden tests would run beside the "
             "student's code. Put it back (see the repository's nbgrader_config.py)."
         )
@@ -681,7 +681,7 @@ class _Streams:
 
 HIDDEN_BEGIN = ClearHiddenTests.begin_test_delimeter.default_value
 HIDDEN_END = ClearHiddenTests.end_test_delimeter.default_value
-RUNNER_MODULE = "learning.workshops.notebook_runner"
+RUNNER_MODULE = "learning.workshops.checking.notebook_runner"
 RESULT_LIMIT_BYTES = 64 * MiB
 """The largest executed notebook read back from the sandbox; a larger one is refused."""
 
@@ -808,7 +808,7 @@ class SandboxedExecute(Execute):
 
     def _require_secret(self, resources: dict) -> None:
         """Refuse to grade, before any student code runs, when the course has no secret."""
-        from grader.grading_log import course_root
+        from grader.grading.grading_log import course_root
         from grader.seeding import MissingSecret, course_secret
 
         try:

@@ -12,7 +12,7 @@ costs its points, and it cannot put back a solution cell. `RestoreGradeCells` do
 - puts the course's cells in the source's order; each of the student's own cells travels
   with the course cell it followed, so extra cells and reordered markdown change nothing.
 
-What it did goes to the student's grading log (`grader.grading_log`) and nbgrader's log.
+What it did goes to the student's grading log (`grader.grading.grading_log`) and nbgrader's log.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from nbformat import NotebookNode
 from nbgrader.api import Gradebook
 from nbgrader.preprocessors import OverwriteCells
 
-from grader.grading_log import log_for
-from grader.sandbox import strip_hidden_tests
+from grader.grading.grading_log import log_for
+from grader.grading.sandbox import strip_hidden_tests
 
 _PUT_BACK = "Put back by the grader: this cell was missing from the submission."
 

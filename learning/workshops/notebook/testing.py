@@ -17,17 +17,16 @@ import tempfile
 import warnings
 from collections.abc import Callable, Iterable, Iterator
 
-from learning.workshops.cases import PUBLIC_CASES, Case, CaseResult, run_case, suite
-from learning.workshops.contracts import default_device
-from learning.workshops.faults import (
+from learning.workshops.checking.cases import PUBLIC_CASES, Case, CaseResult, run_case, suite
+from learning.workshops.checking.faults import (
     INTERNAL_ERROR,
     CheckerFault,
     fault_text,
     internal_message,
     internal_result,
 )
-from learning.workshops.hints import diagnose
-from learning.workshops.sidecars import (
+from learning.workshops.checking.hints import diagnose
+from learning.workshops.checking.sidecars import (
     HINTS_SIDECAR,
     HintRecord,
     Outcome,
@@ -35,6 +34,7 @@ from learning.workshops.sidecars import (
     load_hints,
     public_key,
 )
+from learning.workshops.notebook.contracts import default_device
 
 
 @contextlib.contextmanager

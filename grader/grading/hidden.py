@@ -23,21 +23,21 @@ from pathlib import Path
 import torch
 
 from grader.seeding import course_folder, course_secret
-from learning.workshops.cases import BAD_INPUTS, DTYPES, OPS, Case, suite
-from learning.workshops.contracts import default_device
-from learning.workshops.faults import (
+from learning.workshops.checking.cases import BAD_INPUTS, DTYPES, OPS, Case, suite
+from learning.workshops.checking.faults import (
     CheckerFault,
     call_student,
 )
-from learning.workshops.isolation import CallsFailed, IsolatedRun, Session
-from learning.workshops.testing import (
+from learning.workshops.checking.isolation import CallsFailed, IsolatedRun, Session
+from learning.workshops.checking.views import LAYOUTS
+from learning.workshops.notebook.contracts import default_device
+from learning.workshops.notebook.testing import (
     checker_faults,
     quiet,
     record_outcome,
     record_status,
     verdict,
 )
-from learning.workshops.views import LAYOUTS
 
 WIDTHS = (1, 2, 3, 17, 31, 64, 100, 255, 256, 513)
 ROW_COUNTS = (1, 2, 9, 33)
@@ -113,7 +113,7 @@ UNSANDBOXED = (
 def refuse_in_autograde(check: str) -> None:
     """Raise CheckerFault when a hidden cell calls `check` in the kernel nbgrader autogrades:
     with the course's config, hidden cells are cut out there and graded on the trusted side
-    (grader.trusted), so reaching here means the config did not load."""
+    (grader.grading.trusted), so reaching here means the config did not load."""
     if os.environ.get("NBGRADER_EXECUTION") == "autograde":
         raise CheckerFault(UNSANDBOXED.format(check=check))
 
@@ -259,7 +259,7 @@ def _rescaled(results, factors: dict[str, float]):
 def worksheet_inputs() -> list:
     """The measurements the worksheet is checked on: the course's run, and two rescalings in
     which direct and copy trade places."""
-    from learning.workshops.results import H200_SAMPLE, load
+    from learning.workshops.measuring.results import H200_SAMPLE, load
 
     sample = load(H200_SAMPLE)
     factors = ({}, {"copy": 1.7, "direct": 0.8}, {"copy": 0.6, "direct": 1.9})

@@ -23,7 +23,7 @@ def argument(spec: dict):
         storage = torch.tensor(view["storage"], dtype=torch.float32)
         return storage.as_strided(view["shape"], view["stride"], view["offset"])
     if "results" in spec:
-        from learning.workshops.results import from_json
+        from learning.workshops.measuring.results import from_json
 
         return from_json(spec["results"])
     raise ValueError(f"unknown input {sorted(spec)}; expected 'view' or 'results'")
@@ -45,7 +45,7 @@ def plain(value):
 def answer_calls(fn, calls: list[dict]) -> list[dict]:
     """`fn` called on each input spec: `{"value": ...}` for what it returned, or
     `{"raised": name, "message": ...}` for what it raised (the student's error is the answer)."""
-    from learning.workshops.testing import quiet
+    from learning.workshops.notebook.testing import quiet
 
     answers = []
     for spec in calls:

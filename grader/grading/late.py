@@ -11,7 +11,7 @@ plus any extension) and stores the penalty in the gradebook; `grader.export` app
 same plugin again to the current score, so manual grades added later are penalised alike.
 Configured in `nbgrader_config.py`:
 
-    c.AssignLatePenalties.plugin_class = "grader.late.DailyLatePenalty"
+    c.AssignLatePenalties.plugin_class = "grader.grading.late.DailyLatePenalty"
     c.DailyLatePenalty.percent_per_day = 10.0
     c.DailyLatePenalty.grace_minutes = 15.0
 """

@@ -24,7 +24,7 @@ from pathlib import Path
 def child_env(**extra: str) -> dict[str, str]:
     """This environment, with the folder that holds `learning` (and, in the course repo,
     `grader`) first on PYTHONPATH, so a child process imports the same code."""
-    root = str(Path(__file__).resolve().parents[2])
+    root = str(Path(__file__).resolve().parents[3])
     path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
     return dict(os.environ, PYTHONPATH=path, **extra)
 
@@ -49,10 +49,10 @@ def main() -> None:
 
 def serve(impl: Path, jobs, emit: Callable[..., None]) -> None:
     """Load `impl`, then run each job of `jobs`, reporting through `emit`."""
-    from learning.workshops.contracts import default_device, describe_device, select_mode
+    from learning.workshops.notebook.contracts import default_device, describe_device, select_mode
 
     mode = select_mode(verbose=False)
-    from learning.workshops.loader import LoadError, function_in, load_module
+    from learning.workshops.checking.loader import LoadError, function_in, load_module
 
     try:
         module = load_module(impl)
@@ -74,15 +74,15 @@ def run_job(fn, job: dict, device, emit: Callable[..., None]) -> None:
     if "cases" in job:
         run_cases(fn, job, device, emit)
     else:
-        from learning.workshops.calls import answer_calls
+        from learning.workshops.checking.calls import answer_calls
 
         emit("answers", answers=answer_calls(fn, job["calls"]))
 
 
 def run_cases(fn, job: dict, device, emit: Callable[..., None]) -> None:
     """Run a job's cases, with what the interpreter did unlike a GPU told once each."""
-    from learning.workshops.cases import Case
-    from learning.workshops.interpreter import NOTES
+    from learning.workshops.checking.cases import Case
+    from learning.workshops.notebook.interpreter import NOTES
 
     told = len(NOTES)
     for spec in job["cases"]:
@@ -95,8 +95,8 @@ def run_cases(fn, job: dict, device, emit: Callable[..., None]) -> None:
 def run_one(fn, job: dict, case, device, emit: Callable[..., None]) -> None:
     """Run one case: its result, or an `internal-error` event when the checks themselves
     raised (run_case catches the student's exceptions); a dead GPU context ends the child."""
-    from learning.workshops import cases
-    from learning.workshops.faults import describe, fault_site
+    from learning.workshops.checking import cases
+    from learning.workshops.checking.faults import describe, fault_site
 
     emit("start", case=case.name)
     try:

@@ -17,11 +17,11 @@ from functools import cached_property
 import torch
 from triton.compiler.errors import CompilationError
 
-from learning.workshops.allocations import GuardAllocations, Guards
-from learning.workshops.audit import Finding, Trace, audit
-from learning.workshops.contracts import interpreter_active
-from learning.workshops.launches import LaunchLog, count_launches
-from learning.workshops.views import Geometry, describe, geometry, sentinel_view
+from learning.workshops.checking.allocations import GuardAllocations, Guards
+from learning.workshops.checking.audit import Finding, Trace, audit
+from learning.workshops.checking.launches import LaunchLog, count_launches
+from learning.workshops.checking.views import Geometry, describe, geometry, sentinel_view
+from learning.workshops.notebook.contracts import interpreter_active
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 TOLERANCES = {  # (rtol, atol) against a float64 reference
@@ -119,31 +119,32 @@ class Case:
 
 @dataclass
 class CaseResult:
-    """What running one case showed: `detail` is the line students read, the case's name and
-    the verdict's text (`verdict` is None only in a result built by hand)."""
+    """What running one case showed: its name, the Verdict, and what the hints read (the
+    case's features, its kernel launches, its width)."""
 
     name: str
-    passed: bool
-    detail: str = ""
-    failure: Failure | None = None
+    verdict: Verdict
     features: list[str] = field(default_factory=list)
     launches: int = 0
     cols: int = 0
-    verdict: Verdict | None = None
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict.failure is None
+
+    @property
+    def failure(self) -> Failure | None:
+        return self.verdict.failure
+
+    @property
+    def detail(self) -> str:
+        """The line students read: the case's name and the verdict's text."""
+        return f"{self.name}: {self.verdict.text}"
 
     @classmethod
     def of(cls, case: Case, verdict: Verdict, launches: int = 0, cols: int = 0) -> CaseResult:
         """The result of `case`, judged by `verdict`."""
-        return cls(
-            case.name,
-            verdict.failure is None,
-            f"{case.name}: {verdict.text}",
-            verdict.failure,
-            sorted(case.features),
-            launches,
-            cols,
-            verdict,
-        )
+        return cls(case.name, verdict, sorted(case.features), launches, cols)
 
     def to_json(self) -> dict:
         return {
@@ -163,10 +164,9 @@ class CaseResult:
     @classmethod
     def from_event(cls, event: dict) -> CaseResult:
         """The result a child process reported with `to_event`."""
-        fields = dict(event)
-        text, failure = fields.pop("text"), fields.pop("failure")
-        failure = Failure(failure) if failure else None
-        return cls(**fields, failure=failure, verdict=Verdict(failure, text))
+        failure = Failure(event["failure"]) if event["failure"] else None
+        verdict = Verdict(failure, event["text"])
+        return cls(event["name"], verdict, event["features"], event["launches"], event["cols"])
 
 
 class _Returned:

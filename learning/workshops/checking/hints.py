@@ -12,7 +12,7 @@ import enum
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from learning.workshops.cases import CaseResult, Failure
+from learning.workshops.checking.cases import CaseResult, Failure
 
 
 class HintId(enum.StrEnum):
@@ -79,7 +79,7 @@ MESSAGES = {
     ),
     HintId.VALIDATION: (
         "Bad input is not refused with a clear error: call "
-        "learning.workshops.contracts.matrix(x) and warps(num_warps) before anything else."
+        "learning.workshops.notebook.contracts.matrix(x) and warps(num_warps) before anything else."
     ),
     HintId.EMPTY_ROWS: (
         "Inputs with zero rows go wrong: return the empty output before launching; a grid of "
@@ -178,7 +178,9 @@ def _empty_rows(results: list[CaseResult]) -> list[CaseResult]:
 
 def _block_size(results: list[CaseResult]) -> list[CaseResult]:
     """Triton refused a block that is not a power of two, or only rows above a width fail."""
-    refused = [r for r in results if r.failure == Failure.EXCEPTION and "power of 2" in r.detail]
+    refused = [
+        r for r in results if r.failure == Failure.EXCEPTION and "power of 2" in r.verdict.text
+    ]
     if refused:
         return refused
     views = [r for r in results if r.cols and not _has(r, "empty")]
@@ -207,7 +209,7 @@ def _stability(results: list[CaseResult]) -> list[CaseResult]:
 def _unfinished(results: list[CaseResult]) -> list[CaseResult]:
     """Every failure is the stub's NotImplementedError: nothing else to diagnose yet."""
     failed = [r for r in results if not r.passed]
-    if failed and all("NotImplementedError" in r.detail for r in failed):
+    if failed and all("NotImplementedError" in r.verdict.text for r in failed):
         return failed
     return []
 

@@ -40,7 +40,7 @@ def select_mode(verbose: bool = True) -> str:
         os.environ["TRITON_INTERPRET"] = "1"
     mode = "interpreter" if interpreter_active() else "gpu"
     if mode == "interpreter":
-        from learning.workshops import interpreter
+        from learning.workshops.notebook import interpreter
 
         interpreter.install()  # compiled handles and autotune, as on a GPU
     if verbose:

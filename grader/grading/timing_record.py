@@ -1,9 +1,9 @@
 """The GPU timing cell's policy and its sidecar record (`i1_timing.json`), defined once.
 
-`grader.gpu_timing` scores by these bands and writes the record beside the graded notebook;
+`grader.grading.gpu_timing` scores by these bands and writes the record beside the graded notebook;
 the cohort report, `grader.recheck` and `grader.gpu_check` read it back through `load`,
 which refuses a bad file with `RecordError` and its reason. The timing child runs in the
-sandbox, so this module is part of the kit it sees (`grader.trusted.TIMING_KIT`).
+sandbox, so this module is part of the kit it sees (`grader.grading.trusted.TIMING_KIT`).
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import MISSING, Field, dataclass, field, fields
 from pathlib import Path
 
-from learning.workshops.results import fits
-from learning.workshops.sidecars import RecordError, hidden_key, of_schema, read_json
+from learning.workshops.checking.sidecars import RecordError, hidden_key, of_schema, read_json
+from learning.workshops.measuring.results import fits
 
 SIDECAR = "i1_timing.json"
 SCHEMA = "i1-timing/1"

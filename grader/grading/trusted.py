@@ -1,7 +1,7 @@
 """Hidden and timing cells, graded on the trusted side of `nbgrader autograde`.
 
 The grading kernel runs the student's notebook in a sandbox with every hidden region cut
-out (`grader.sandbox.SandboxedExecute`). This preprocessor, next in the pipeline, runs each
+out (`grader.grading.sandbox.SandboxedExecute`). This preprocessor, next in the pipeline, runs each
 hidden region's check itself, outside the sandbox: it draws the hidden cases from the
 course secret, the student and the submission time, runs the student's definitions in
 sandboxed children, times on the GPU, and writes the cell's outputs and the sidecars beside
@@ -25,25 +25,25 @@ import nbformat
 from nbformat import NotebookNode
 from nbgrader.preprocessors import NbGraderPreprocessor
 
-from grader.feedback import hidden_failure, timing_summary
-from grader.grading_log import course_root, log_for
-from grader.hidden import (
+from grader.grading.feedback import hidden_failure, timing_summary
+from grader.grading.grading_log import course_root, log_for
+from grader.grading.hidden import (
     CASE_TIMEOUT_S,
     Draw,
     hidden_cases,
     run_function_check,
     run_hidden,
 )
-from grader.sandbox import split_hidden_tests
+from grader.grading.sandbox import split_hidden_tests
+from grader.grading.timing_record import MAX_POINTS
+from grader.grading.timing_record import SIDECAR as TIMING_SIDECAR
 from grader.seeding import course_secret
-from grader.timing_record import MAX_POINTS
-from grader.timing_record import SIDECAR as TIMING_SIDECAR
-from learning.workshops.cases import OPS
-from learning.workshops.faults import CheckerFault, fault_text
-from learning.workshops.isolation import Session
-from learning.workshops.sidecars import HINTS_SIDECAR, RecordError, outcome, write_hints
-from learning.workshops.testing import record_outcome, record_status, verdict
-from learning.workshops.timing import NoCudaError
+from learning.workshops.checking.cases import OPS
+from learning.workshops.checking.faults import CheckerFault, fault_text
+from learning.workshops.checking.isolation import Session
+from learning.workshops.checking.sidecars import HINTS_SIDECAR, RecordError, outcome, write_hints
+from learning.workshops.measuring.timing import NoCudaError
+from learning.workshops.notebook.testing import record_outcome, record_status, verdict
 
 NOTEBOOK = "strided_softmax.ipynb"
 CHECKS = ("expect_address_table", "expect_hidden", "expect_worksheet", "timing_points")
@@ -52,7 +52,7 @@ CHECKS = ("expect_address_table", "expect_hidden", "expect_worksheet", "timing_p
 
 def hidden_region(source: str) -> str | None:
     """The code between a cell's BEGIN and END HIDDEN TESTS markers, or None: exactly what
-    the sandbox cut out of the cell (`grader.sandbox.split_hidden_tests`)."""
+    the sandbox cut out of the cell (`grader.grading.sandbox.split_hidden_tests`)."""
     return split_hidden_tests(source)[1]
 
 
@@ -92,9 +92,16 @@ def draw_for(db_url: str | None, assignment: str | None, student: str, root: Pat
     return Draw(course_secret(root), student, stamp)
 
 
-TIMING_KIT = ("__init__.py", "reference.py", "gpu_timing.py", "timing_record.py")
+TIMING_KIT = (
+    "__init__.py",
+    "reference.py",
+    "grading/__init__.py",
+    "grading/gpu_timing.py",
+    "grading/timing_record.py",
+)
 """The grader modules the timing child runs (the reference kernel it times against, the
 timing itself and its record): the only part of `grader/` a sandbox ever sees, at /course/grader."""
+GRADER = Path(__file__).resolve().parents[1]
 
 
 @contextlib.contextmanager
@@ -102,13 +109,14 @@ def sandboxed_copy(nb: NotebookNode, draw: Draw) -> Iterator[Runner]:
     """A Runner over a scratch copy of `nb` that sandboxed children see as their own
     folder (/work, a size-limited tmpfs when run as root); gone afterwards, with every
     process the children started."""
-    from grader.sandbox import inside, sandbox_cgroups, sandboxed, scratch
+    from grader.grading.sandbox import inside, sandbox_cgroups, sandboxed, scratch
 
     with scratch() as work, sandbox_cgroups() as cgroups, tempfile.TemporaryDirectory() as kit:
         nbformat.write(nb, work / NOTEBOOK)
         Path(kit).chmod(0o755)  # the sandbox's user reads it
         for name in TIMING_KIT:
-            (Path(kit) / name).write_bytes((Path(__file__).parent / name).read_bytes())
+            (Path(kit) / name).parent.mkdir(mode=0o755, exist_ok=True)
+            (Path(kit) / name).write_bytes((GRADER / name).read_bytes())
         extra = [(Path(kit), "/course/grader")]
         wrap = functools.partial(sandboxed, work=work, cgroups=cgroups, extra=extra)
         with Session(Path(inside(work, work / NOTEBOOK)), wrap) as session:
@@ -201,7 +209,7 @@ class Runner:
         return self._function("worksheet")
 
     def timing_points(self, max_points: float = MAX_POINTS, **__) -> list[NotebookNode]:
-        from grader.gpu_timing import Sandbox, timing_points
+        from grader.grading.gpu_timing import Sandbox, timing_points
 
         record = self.work / ".timing.json"
         seen = str(self.impl.with_name(record.name))
