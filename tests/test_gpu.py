@@ -35,6 +35,22 @@ def test_input_on_non_current_device():
     torch.testing.assert_close(y.double(), torch.softmax(x.double(), dim=1), rtol=1e-5, atol=1e-6)
 
 
+def test_every_decomposition_computes_every_timing_shape():
+    """Does each correct decomposition compute each shape the timing cell may draw, as a
+    transposed fp32 view (65536 rows included: over CUDA's 65535 programs on grid axis 1)?"""
+    from grader.grading.gpu_timing import SHAPES
+    from grader.zoo import SHAPES as DECOMPOSITIONS
+    from grader.zoo import base_path
+    from learning.workshops.checking.loader import load_function
+
+    for shape in DECOMPOSITIONS:
+        softmax = load_function(base_path(shape), "strided_softmax")
+        for rows, cols in SHAPES:
+            x = torch.randn(cols, rows, device="cuda").t()
+            got = softmax(x)
+            torch.testing.assert_close(got, torch.softmax(x, dim=1), msg=f"{shape} {rows}x{cols}")
+
+
 def test_timing_points_for_the_reference(tmp_path):
     """Does the reference, timed against itself, earn full points and write a sidecar?"""
     from grader.grading.gpu_timing import timing_points

@@ -68,3 +68,24 @@ def test_autotune_runs_the_first_config_and_says_so():
     assert torch.equal(y, torch.full((3,), 4.0))
     notes = [n for n in interpreter.NOTES if n.startswith("tuned_kernel")]
     assert len(notes) == 1 and "first of 2" in notes[0]
+
+
+@triton.jit
+def axis_1_kernel(Y):
+    tl.store(Y + tl.program_id(1), 1.0)
+
+
+def test_grids_over_cudas_limits_are_refused_as_on_a_gpu():
+    """Is a grid with more than 65535 programs on axis 1 refused before any program runs,
+    naming the limit and the fix, and a grid on axis 1 at all noted once?"""
+    y = torch.zeros(65536)
+    axis_1_kernel[(1, 9)](y)
+    axis_1_kernel[(1, 9)](y)
+    assert y.sum() == 9
+    notes = [n for n in interpreter.NOTES if "grid axis 1" in n]
+    assert len(notes) == 1 and "more than 65535 rows" in notes[0]
+    with pytest.raises(
+        RuntimeError, match=r"invalid argument: .* 65536 programs on axis 1.*axis 0"
+    ):
+        axis_1_kernel[(1, 65536)](y)
+    assert y.sum() == 9

@@ -357,7 +357,9 @@ def test_learning_imports_and_grader_does_not():
         "except ImportError:\n    print('no grader')"
     )
     output, _ = run_py(code)
-    assert "learning /course/learning/workshops/views.py" in output and "no grader" in output
+    assert (
+        "learning /course/learning/workshops/checking/views.py" in output and "no grader" in output
+    )
 
 
 def test_course_folders_are_never_bound(course, monkeypatch):

@@ -1,4 +1,5 @@
-"""Grid (1, M): the row is program_id(1), as kernels written for a (heads, rows) grid read it."""
+"""Grid (B, R): the row is program_id(1), as kernels written for a (heads, rows) grid read
+it, folded onto axis 0 past 65535 rows."""
 
 import torch
 import triton
@@ -6,29 +7,34 @@ import triton.language as tl
 
 from learning.workshops.notebook.contracts import device_context, matrix, warps
 
+AXIS_1_MAX = 65535
+"""The most programs CUDA launches on grid axis 1 (axis 0 allows 2**31 - 1)."""
+
 
 @triton.jit
-def softmax_kernel(X, Y, SR, SC, N, BLOCK: tl.constexpr):
-    # Program (0, row) writes the softmax of logical row `row` of X into row `row` of Y.
-    row = tl.program_id(1).to(tl.int64)
-    cols = tl.arange(0, BLOCK)
-    mask = cols < N
-    x = tl.load(X + row * SR + cols * SC, mask=mask, other=-float("inf")).to(tl.float32)
-    x = x - tl.max(x, axis=0)
-    numerator = tl.exp(x)
-    y = numerator / tl.sum(numerator, axis=0)
-    tl.store(Y + row * N + cols, y.to(Y.dtype.element_ty), mask=mask)
+def softmax_kernel(X, Y, M, SR, SC, N, AXIS_1: tl.constexpr, BLOCK: tl.constexpr):
+    # Program (b, r) writes the softmax of row b*AXIS_1 + r of X into that row of Y; the
+    # last band's programs past M-1 skip it.
+    row = tl.program_id(0).to(tl.int64) * AXIS_1 + tl.program_id(1)
+    if row < M:
+        cols = tl.arange(0, BLOCK)
+        mask = cols < N
+        x = tl.load(X + row * SR + cols * SC, mask=mask, other=-float("inf")).to(tl.float32)
+        x = x - tl.max(x, axis=0)
+        numerator = tl.exp(x)
+        y = numerator / tl.sum(numerator, axis=0)
+        tl.store(Y + row * N + cols, y.to(Y.dtype.element_ty), mask=mask)
 
 
 def softmax_into(x, y, num_warps):
-    """Write the row softmax of x into the contiguous y with one program per row on axis 1.
-
-    CUDA allows at most 65535 programs on grid axes 1 and 2, so this grid holds that many
-    rows at most; axis 0 (the reference's) allows 2**31 - 1.
-    """
+    """Write the row softmax of x into the contiguous y with one program per row, on axis 1
+    up to 65535 rows, in bands along axis 0 beyond."""
     M, N = x.shape
+    grid = (triton.cdiv(M, AXIS_1_MAX), min(M, AXIS_1_MAX))
     block = triton.next_power_of_2(N)
-    softmax_kernel[(1, M)](x, y, x.stride(0), x.stride(1), N, BLOCK=block, num_warps=num_warps)
+    softmax_kernel[grid](
+        x, y, M, x.stride(0), x.stride(1), N, AXIS_1_MAX, BLOCK=block, num_warps=num_warps
+    )
 
 
 def launch_softmax(x, num_warps=4):

@@ -29,12 +29,22 @@ class StudentRaised(AssertionError):
     """The student's function raised: a failed check, with the exception as its cause."""
 
 
+GRID_GLOSS = (
+    " (CUDA refuses a launch this way when its grid is over the limits: at most 65535 "
+    "programs on grid axes 1 and 2; put the rows on axis 0, or loop over them)"
+)
+"""Said after a CUDA 'invalid argument' from a launch, whose own message names no cause."""
+
+
 def call_student(name: str, fn: Callable, *args, **kwargs):
     """`fn(*args, **kwargs)`, the student's `name`; what it raises becomes StudentRaised."""
     try:
         return fn(*args, **kwargs)
     except Exception as exc:
-        raise StudentRaised(f"{name} raised {describe(exc)}") from exc
+        said = describe(exc)
+        if said.endswith("[CUDA]: invalid argument"):
+            said += GRID_GLOSS
+        raise StudentRaised(f"{name} raised {said}") from exc
 
 
 def fault_site(exc: BaseException) -> str:

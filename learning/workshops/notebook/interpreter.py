@@ -105,6 +105,33 @@ def _patch_lang_core(lang, scope) -> None:
     scope.set_attr(lang, "range", _tensor_range)
 
 
+GRID_LIMITS = (2**31 - 1, 65535, 65535)
+"""The most programs CUDA launches along grid axes 0, 1 and 2."""
+_SET_GRID_DIM = _interpreter.InterpreterBuilder.set_grid_dim
+
+
+def _set_grid_dim(builder, *grid) -> None:
+    """The interpreter's grid, refused as a GPU refuses it when an axis is over CUDA's limit,
+    and a note when axis 1 or 2 is used at all: there a grid that grows with the rows fails
+    on a GPU once the view has more than 65535 of them."""
+    for axis, (size, limit) in enumerate(zip(grid, GRID_LIMITS, strict=False)):
+        if size > limit:
+            raise RuntimeError(
+                f"Triton Error [CUDA]: invalid argument: the launch grid {tuple(grid)} has "
+                f"{size} programs on axis {axis}, and CUDA launches at most {limit} there "
+                "(65535 on axes 1 and 2). Put the rows on axis 0, or loop over them in each "
+                "program."
+            )
+        note = (
+            f"a kernel ran several programs on grid axis {axis}; a GPU launches at most 65535 "
+            f"there (2**31 - 1 on axis 0), so a grid whose axis {axis} grows with the rows "
+            "fails on a GPU for views of more than 65535 rows"
+        )
+        if axis and size > 1 and note not in NOTES:
+            NOTES.append(note)
+    _SET_GRID_DIM(builder, *grid)
+
+
 def _settings(config) -> str:
     """A config as its meta-parameters and options, leaving out those it does not set."""
     return ", ".join(f"{k}={v}" for k, v in config.all_kwargs().items() if v is not None)
@@ -112,7 +139,9 @@ def _settings(config) -> str:
 
 def install() -> None:
     """Let interpreted kernels be warmed up into handles, loop over tensor induction
-    variables and be autotuned, as compiled ones are (idempotent)."""
+    variables and be autotuned, as compiled ones are, and refuse the grids a GPU refuses
+    (idempotent)."""
     _interpreter.InterpretedFunction.warmup = _warmup
+    _interpreter.InterpreterBuilder.set_grid_dim = _set_grid_dim
     _interpreter._patch_lang_core = _patch_lang_core
     _autotuner.Autotuner._bench = _first_config
