@@ -31,7 +31,9 @@ c.CourseDirectory.course_id = "i1-strided-softmax"
 c.Execute.timeout = 600
 c.Execute.startup_timeout = 120
 
-c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
+c.ClearSolutions.code_stub = {
+    "python": '# YOUR CODE HERE\nraise NotImplementedError("not written yet: your code goes here")'
+}
 
 # Before grading, every cell of the course's notebook that the submission deleted, moved or
 # edited is put back from the gradebook's copy of the source (grader/grading/restore.py).

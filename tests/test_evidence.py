@@ -104,6 +104,19 @@ def uncompilable_kernel(X, Y, SR, SC, N, BLOCK: tl.constexpr):
     tl.store(Y + cols, tl.load(X + cols * SC))
 
 
+@triton.jit
+def stub_kernel(X, Y, SR, SC, N, BLOCK: tl.constexpr):
+    # YOUR CODE HERE
+    raise NotImplementedError("not written yet: your code goes here")
+
+
+def test_a_stub_is_not_written_yet():
+    """Is the release's untouched kernel (its stub raises) said to be not written yet,
+    rather than a compiler error about a Raise node?"""
+    with pytest.raises(EvidenceError, match="^stub_kernel is not written yet: its cell"):
+        compile_ptx(stub_kernel, block=1024, col_stride_one=True)
+
+
 def test_wrong_signature_is_refused():
     """Does a kernel without the course's six arguments raise EvidenceError on one line?"""
     with pytest.raises(EvidenceError) as info:

@@ -32,11 +32,16 @@ class Row(NamedTuple):
 
 
 NOT_IMPLEMENTED = "raised NotImplementedError"
+COMPILED_STUB = "raised CompilationError: at 3:4: unsupported AST node type: Raise"
+"""The stub's `raise` as Triton's compiler refuses it on a GPU."""
 VALUES = "3 of 35 values differ"
 ROWS = (
     Row(
         HintId.UNFINISHED,
-        ([fail("contiguous", Failure.EXCEPTION, NOT_IMPLEMENTED)],),
+        (
+            [fail("contiguous", Failure.EXCEPTION, NOT_IMPLEMENTED)],
+            [fail("contiguous", Failure.EXCEPTION, COMPILED_STUB)],
+        ),
         (
             [
                 fail("contiguous", Failure.EXCEPTION, NOT_IMPLEMENTED),

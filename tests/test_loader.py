@@ -121,7 +121,8 @@ def test_markdown_cells_are_ignored(tmp_path):
 
 
 def test_syntax_error_names_the_cell(tmp_path):
-    """Does a syntax error name the notebook, the cell number (as Jupyter counts) and line?"""
+    """Does a syntax error name the notebook, the cell (its number as Jupyter counts, and the
+    heading above it, which JupyterLab shows where it shows no numbers) and the line?"""
     path = write_notebook(
         tmp_path / "nb.ipynb",
         new_markdown_cell("# Title"),
@@ -130,7 +131,7 @@ def test_syntax_error_names_the_cell(tmp_path):
     with pytest.raises(LoadError) as info:
         notebook_definitions(path)
     message = str(info.value)
-    assert message.startswith(f"{path}, cell 2, line 2: syntax error (")
+    assert message.startswith(f"{path}, cell 2 under the heading 'Title', line 2: syntax error (")
     assert message.endswith("); fix that cell.")
 
 

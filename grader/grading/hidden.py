@@ -32,6 +32,7 @@ from learning.workshops.checking.isolation import CallsFailed, IsolatedRun, Sess
 from learning.workshops.checking.views import LAYOUTS
 from learning.workshops.notebook.contracts import default_device
 from learning.workshops.notebook.testing import (
+    all_pass,
     checker_faults,
     quiet,
     record_outcome,
@@ -156,7 +157,7 @@ def expect_hidden(op: str, impl: Path | str = SUBMISSION) -> None:
     error = verdict(run.results, f"{op}, hidden cases")
     if error is not None:
         raise error
-    print(f"{op}: {len(run.results)} hidden cases pass.")
+    print(f"{op}: {all_pass(len(run.results), 'hidden')}")
 
 
 def run_hidden(op: str, session: Session, draw: Draw | None = None) -> IsolatedRun:

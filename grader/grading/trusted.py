@@ -43,7 +43,7 @@ from learning.workshops.checking.faults import CheckerFault, fault_text
 from learning.workshops.checking.isolation import Session
 from learning.workshops.checking.sidecars import HINTS_SIDECAR, RecordError, outcome, write_hints
 from learning.workshops.measuring.timing import NoCudaError
-from learning.workshops.notebook.testing import record_outcome, record_status, verdict
+from learning.workshops.notebook.testing import all_pass, record_outcome, record_status, verdict
 
 NOTEBOOK = "strided_softmax.ipynb"
 CHECKS = ("expect_address_table", "expect_hidden", "expect_worksheet", "timing_points")
@@ -183,7 +183,7 @@ class Runner:
             self.say(f"expect_hidden('{op}') in full: {error}")
             cases = hidden_cases(op, self.draw)
             raise AssertionError(hidden_failure(op, cases, run.results, self._examples(op)))
-        return [_stream(f"{op}: {len(run.results)} hidden cases pass.")]
+        return [_stream(f"{op}: {all_pass(len(run.results), 'hidden')}")]
 
     def _examples(self, op: str) -> Callable[[list], list]:
         """Runs freshly drawn example cases of `op` against the submission, sandboxed."""

@@ -46,9 +46,9 @@ class Bar:
 
 
 LAYOUT_BARS = (
-    Bar("direct-transpose", "direct", "transpose", "your kernel\non the transpose", "#e45756"),
-    Bar("copy-transpose", "copy", "transpose", "contiguous() first,\nthen your kernel", "#f58518"),
-    Bar("direct-contiguous", "direct", "contiguous", "your kernel\non a contiguous x", "#54a24b"),
+    Bar("direct-transpose", "direct", "transpose", "the kernel\non the transpose", "#e45756"),
+    Bar("copy-transpose", "copy", "transpose", "contiguous() first,\nthen the kernel", "#f58518"),
+    Bar("direct-contiguous", "direct", "contiguous", "the kernel\non a contiguous x", "#54a24b"),
     Bar(
         "torch_softmax-transpose",
         "torch_softmax",
@@ -92,7 +92,7 @@ def plot_warps(results: Results) -> Figure:
     handles.append(Line2D([], [], color=WHISKER, marker="_", markersize=10, label="min to max"))
     fig.legend(handles=handles, loc="outside lower center", ncols=len(handles), frameon=False)
     fig.suptitle(
-        f"Time per call by num_warps: {_device(results)} (lower is better)",
+        f"Time per call by num_warps: {_whose(results)} (lower is better)",
         fontsize=13,
     )
     return fig
@@ -138,7 +138,7 @@ def plot_layouts(results: Results) -> Figure:
     if handles:
         fig.legend(handles=handles, loc="outside lower center", ncols=2, frameon=False)
     fig.suptitle(
-        f"Softmax bandwidth by layout: {_device(results)} (higher is better; best num_warps shown)",
+        f"Softmax bandwidth by layout: {_whose(results)} (higher is better; best num_warps shown)",
         fontsize=13,
     )
     return fig
@@ -170,8 +170,9 @@ def _ordered(values: Iterable[str]) -> list[str]:
     return list(dict.fromkeys(values))
 
 
-def _device(results: Results) -> str:
-    return f"{results.device}, {results.dtype}"
+def _whose(results: Results) -> str:
+    """Whose run this is: the kernel measured, the device and the dtype."""
+    return f"{Path(results.impl).name} on {results.device}, {results.dtype}"
 
 
 def _warp_groups(rows: list[Row], layout: str) -> list[tuple[str, str]]:
@@ -333,7 +334,7 @@ def _label_bar(ax: Axes, x: float, height: float, label: str, top: float) -> Non
 def _message_figure(results: Results, message: str) -> Figure:
     fig = Figure(figsize=(7, 2))
     fig.text(0.5, 0.5, message, ha="center", va="center", fontsize=11)
-    fig.suptitle(_device(results))
+    fig.suptitle(_whose(results))
     return fig
 
 

@@ -27,7 +27,7 @@ class LoadError(Exception):
 
 def notebook_definitions(path: Path) -> str:
     """The definitions in a notebook's code cells, as one module's source."""
-    cells = [(number, _parse(text, path, number)) for number, text in _code_cells(path)]
+    cells = [(where, _parse(text, path, where)) for where, text in _code_cells(path)]
     imported = {
         (alias.asname or alias.name).split(".")[0]
         for _, (_, tree) in cells
@@ -36,24 +36,29 @@ def notebook_definitions(path: Path) -> str:
         for alias in node.names
     }
     parts = []
-    for number, (text, tree) in cells:
+    for where, (text, tree) in cells:
         kept = [_segment(text, node) for node in tree.body if _is_definition(node, imported)]
         if kept:
-            parts.append(f"# --- cell {number} ---\n" + "\n\n".join(kept))
+            parts.append(f"# --- {where} ---\n" + "\n\n".join(kept))
     return "\n\n".join(parts) + "\n"
 
 
-def _code_cells(path: Path) -> list[tuple[int, str]]:
-    """(number, source) of every code cell that is not an nbgrader test cell."""
+def _code_cells(path: Path) -> list[tuple[str, str]]:
+    """(where, source) of every code cell that is not an nbgrader test cell; `where` names
+    the cell as a student finds it: its number and the heading above it."""
     try:
         cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
-        found = []
+        found, heading = [], ""
         for number, cell in enumerate(cells, start=1):
+            source = cell.get("source", "")
+            source = source if isinstance(source, str) else "".join(source)
             meta = cell.get("metadata", {}).get("nbgrader", {})
             is_test = bool(meta.get("grade")) and not meta.get("solution")
-            if cell.get("cell_type") == "code" and not is_test:
-                source = cell.get("source", "")
-                found.append((number, source if isinstance(source, str) else "".join(source)))
+            if cell.get("cell_type") == "markdown":
+                heading = _heading(source) or heading
+            elif cell.get("cell_type") == "code" and not is_test:
+                under = f" under the heading '{heading}'" if heading else ""
+                found.append((f"cell {number}{under}", source))
         return found
     except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise LoadError(
@@ -61,14 +66,20 @@ def _code_cells(path: Path) -> list[tuple[int, str]]:
         ) from None
 
 
-def _parse(source: str, path: Path, number: int) -> tuple[str, ast.Module]:
+def _heading(markdown: str) -> str:
+    """The last heading line of a markdown cell, without its #s, or ''."""
+    lines = [line.lstrip("#").strip() for line in markdown.splitlines() if line.startswith("#")]
+    return lines[-1] if lines else ""
+
+
+def _parse(source: str, path: Path, where: str) -> tuple[str, ast.Module]:
     """A cell's source with IPython syntax (magics, !shell) turned into calls, and its tree."""
     text = TransformerManager().transform_cell(source)
     try:
         return text, ast.parse(text)
     except SyntaxError as exc:
         raise LoadError(
-            f"{path}, cell {number}, line {exc.lineno}: syntax error ({exc.msg}); fix that cell."
+            f"{path}, {where}, line {exc.lineno}: syntax error ({exc.msg}); fix that cell."
         ) from None
 
 

@@ -47,6 +47,10 @@ _VECTOR = re.compile(r"v(2|4|8)")
 _DIVISIBILITY = [["tt.divisibility", 16]]
 
 
+NOT_WRITTEN = "not written yet"
+"""What every stub says (nbgrader_config.py's code stub raises NotImplementedError with it)."""
+
+
 class EvidenceError(RuntimeError):
     """The kernel could not be compiled here; the message says why, on one line."""
 
@@ -229,7 +233,13 @@ def _def_source(fn: object) -> str:
         raise EvidenceError(
             f"cannot read the source of {fn.__name__} ({exc}); define it in a file or cell."
         ) from exc
-    start = ast.parse(source).body[0].lineno
+    tree = ast.parse(source)
+    if any(isinstance(node, ast.Raise) for node in ast.walk(tree)):
+        raise EvidenceError(
+            f"{fn.__name__} is {NOT_WRITTEN}: its cell still raises (a Triton kernel cannot). "
+            "Write it, run its tests, then run this cell again."
+        )
+    start = tree.body[0].lineno
     return "".join(source.splitlines(keepends=True)[start - 1 :])
 
 

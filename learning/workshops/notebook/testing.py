@@ -37,6 +37,11 @@ from learning.workshops.checking.sidecars import (
 from learning.workshops.notebook.contracts import default_device
 
 
+def all_pass(count: int, kind: str) -> str:
+    """'3 public cases pass.', '1 hidden case passes.'"""
+    return f"{count} {kind} case passes." if count == 1 else f"{count} {kind} cases pass."
+
+
 @contextlib.contextmanager
 def quiet() -> Iterator[io.StringIO]:
     """Capture stderr (Python's and the process's file descriptor 2) and warnings."""
@@ -160,4 +165,4 @@ def expect_cases(fn: Callable, op: str, names: Iterable[str] | None = None) -> N
     error = verdict(results, f"{op}, public cases")
     if error is not None:
         raise error
-    print(f"{op}: {len(results)} public cases pass.")
+    print(f"{op}: {all_pass(len(results), 'public')}")
