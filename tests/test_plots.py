@@ -72,7 +72,7 @@ def test_fixture_says_where_it_was_measured(results):
     assert results.device == "NVIDIA H200"
     assert "Measured on an NVIDIA H200" in results.note
     assert results.device == "NVIDIA H200"
-    assert {r.shape for r in results.rows} == {"4096x4096", "65536x512"}
+    assert {r.shape for r in results.rows} == {"2048x2048", "4096x4096", "65536x512"}
 
 
 def test_warps_plot_has_one_bar_per_variant_mode_and_warps(results):
@@ -83,7 +83,7 @@ def test_warps_plot_has_one_bar_per_variant_mode_and_warps(results):
         for r in results.rows
         if r.variant in ("direct", "copy")
     }
-    assert len(expected) == 24
+    assert len(expected) == 36
     assert set(bars(fig, "warps:")) == expected
 
 
@@ -198,6 +198,7 @@ def test_only_four_warps_and_cold_still_draws(results):
     assert warps and all(gid.endswith(":cold:4") for gid in warps)
     layouts = plots.plot_layouts(partial)
     assert {ax.get_label() for ax in layouts.axes} == {
+        "layouts 2048x2048 cold",
         "layouts 4096x4096 cold",
         "layouts 65536x512 cold",
     }

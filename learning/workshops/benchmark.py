@@ -33,7 +33,7 @@ from learning.workshops.notebook import contracts
 from learning.workshops.paths import unwritable
 
 BENCHMARKED_OPS = ("strided_softmax",)
-DEFAULT_SHAPES = ((4096, 4096), (65536, 512))
+DEFAULT_SHAPES = ((2048, 2048), (4096, 4096), (65536, 512))
 DEFAULT_WARPS = (4, 8)
 DEFAULT_MODES = timing.MODES
 DEFAULT_LAYOUTS = LAYOUTS
