@@ -101,6 +101,26 @@ def test_untouched_release_notebook_fails_cleanly():
     assert "Traceback" not in done.stdout + done.stderr
 
 
+def test_an_unfinished_notebook_says_which_pass_to_start_with(tmp_path):
+    """With passes 2 and 3 still stubs, does the pass 3 check name both, and the check of
+    pass 2 to run first?"""
+    notebook = nbformat.read(RELEASE, as_version=4)
+    solved = nbformat.read(SOURCE, as_version=4)
+    by_id = {c.metadata.get("nbgrader", {}).get("grade_id"): c for c in solved.cells}
+    for cell in notebook.cells:
+        if cell.metadata.get("nbgrader", {}).get("grade_id") in ("addresses", "pass1"):
+            cell.source = by_id[cell.metadata["nbgrader"]["grade_id"]].source
+    path = tmp_path / "strided_softmax.ipynb"
+    nbformat.write(notebook, path)
+    done = check("strided_softmax", "--impl", str(path))
+    assert done.returncode == 1
+    assert (
+        "Unfinished: pass 2 (softmax_kernel), pass 3 (strided_softmax). Start with pass 2 and "
+        "its own check: python -m learning.workshops.check softmax_kernel --hint --impl "
+        "strided_softmax.ipynb"
+    ) in done.stdout
+
+
 def test_other_ops_are_checked():
     """Does the check run pass 1 alone (copy_rows) from the reference?"""
     done = check("copy_rows", "--impl", str(REFERENCE))

@@ -1,8 +1,11 @@
 """Check an implementation against the public cases, with hints that point at the bug.
 
     python -m learning.workshops.check strided_softmax [--hint] [--impl FILE] [--json]
+                                                       [--draw FILE.png]
 
 The implementation runs in a child process, so a crash or a hang becomes a failed case.
+When a case fails, the same child then runs smaller views until it finds the smallest that
+fails the same way (`checking.shrink`); the report gives it, and --draw saves its picture.
 Exit status: 0 when every case passes, 1 when any fails, 2 for a usage error, 3 for an
 internal error (the checker itself failed, not your code: report it with the output).
 """
@@ -23,9 +26,14 @@ from learning.workshops.checking.faults import (
     fault_text,
     internal_message,
 )
-from learning.workshops.checking.hints import Hint, diagnose
-from learning.workshops.checking.isolation import run_isolated
+from learning.workshops.checking.hints import Hint, HintId, diagnose
+from learning.workshops.checking.isolation import IsolatedRun, Session
+from learning.workshops.checking.passes import where_to_start
+from learning.workshops.checking.shrink import MAX_SECONDS, Shrunk, shrink, starting_case
+from learning.workshops.checking.shrink import draw as draw_shrunk
+from learning.workshops.checking.shrink import report_lines as shrunk_lines
 from learning.workshops.notebook.contracts import select_mode
+from learning.workshops.paths import unwritable
 
 CASE_TIMEOUT_S = 120.0
 EXIT_STATUSES = (
@@ -50,6 +58,7 @@ class Report:
     results: list[CaseResult]
     hints: list[Hint]
     notes: tuple[str, ...] = ()  # what the interpreter did unlike a GPU (autotune, say)
+    smallest: Shrunk | None = None  # the smallest view that fails as a failed case did
 
     @property
     def passed(self) -> bool:
@@ -72,6 +81,7 @@ class Report:
             "hints": [h.to_json() for h in self.hints],
             "internal_errors": [{"case": r.name, "detail": r.detail} for r in self.internal_errors],
             "notes": list(self.notes),
+            "smallest_failing": self.smallest.to_json() if self.smallest else None,
         }
 
 
@@ -94,24 +104,79 @@ def find_impl(op: str, impl: str | None) -> Path:
     )
 
 
+def picture_path(draw: str | None) -> Path | None:
+    """Where --draw saves the picture: a .png in a folder that can be written, or None."""
+    if draw is None:
+        return None
+    path = Path(draw)
+    if path.suffix.lower() != ".png":
+        raise UsageError(f"--draw {draw}: the picture is a PNG; give a name ending in .png.")
+    why = unwritable(path.parent)
+    if why:
+        raise UsageError(f"--draw {draw}: cannot write there: {why}.")
+    return path
+
+
+def draw_smallest(report: Report, picture: Path | None) -> str | None:
+    """Save the smallest failing view's picture at `picture`; the path saved, or None."""
+    if picture is None or report.smallest is None:
+        return None
+    return str(draw_shrunk(report.smallest, report.seed, picture))
+
+
+def drawn_line(report: Report, picture: Path | None, drawn: str | None) -> str:
+    """The report's last line about --draw: where the picture is, or why there is none."""
+    if drawn is not None:
+        return f"\n    picture: {drawn}"
+    if picture is None:
+        return "\n    (--draw FILE.png saves its picture)" if report.smallest else ""
+    why = "every case passes" if report.passed else "no failed case is a view to shrink"
+    return f"\nNothing drawn at {picture}: {why}."
+
+
 def run_check(
     op: str,
     impl: Path,
     cases: tuple[Case, ...] = PUBLIC_CASES,
     seed: int | None = None,
     case_timeout_s: float = CASE_TIMEOUT_S,
+    shrink_failures: bool = False,
 ) -> Report:
-    """Run `op`'s cases against the implementation at `impl` in a child process."""
+    """Run `op`'s cases against the implementation at `impl` in a child process; with
+    `shrink_failures`, then search the smallest view that fails as a failed case did."""
     mode = select_mode(verbose=False)
     device = "cpu" if mode == "interpreter" else "cuda"
     seed = secrets.randbelow(2**31) if seed is None else seed
     chosen = suite(op, cases, device)
-    run = run_isolated(impl.resolve(), op, OPS[op].function, chosen, seed, case_timeout_s)
-    if run.load_error:
-        raise UsageError(run.load_error)
-    hints = diagnose(run.results)
+    with Session(impl.resolve()) as session:
+        run = session.run_cases(op, OPS[op].function, chosen, seed, case_timeout_s)
+        if run.load_error:
+            raise UsageError(run.load_error)
+        hints = diagnose(run.results)
+        start = starting_case(chosen, run.results, hints) if shrink_failures else None
+        smallest = _shrunk(session, op, run, start, seed, case_timeout_s) if start else None
     notes = tuple(dict.fromkeys(run.notes))
-    return Report(op, str(impl), run.mode, run.device, seed, run.results, hints, notes)
+    return Report(op, str(impl), run.mode, run.device, seed, run.results, hints, notes, smallest)
+
+
+def _shrunk(
+    session: Session,
+    op: str,
+    run: IsolatedRun,
+    start: tuple[Case, CaseResult],
+    seed: int,
+    case_timeout_s: float,
+) -> Shrunk:
+    """The smallest view that fails as the case `start` (a case and its result) did, its
+    candidates run in `session`'s child; their notes join `run`'s."""
+    timeout = min(case_timeout_s, MAX_SECONDS)
+
+    def candidates(cases: list[Case]) -> list[CaseResult]:
+        more = session.run_cases(op, OPS[op].function, cases, seed, timeout)
+        run.notes.extend(more.notes)
+        return more.results
+
+    return shrink(candidates, *start)
 
 
 def format_report(report: Report, show_hints: bool) -> str:
@@ -142,6 +207,11 @@ def format_report(report: Report, show_hints: bool) -> str:
         for hint in report.hints:
             lines.append(f"\nHint [{hint.id}]: {hint.message}")
             lines.extend(f"    evidence: {e}" for e in hint.evidence)
+    if any(h.id == HintId.UNFINISHED for h in report.hints):
+        start = where_to_start(Path(report.impl))
+        lines += ["", start] if start else []
+    if report.smallest:
+        lines += ["", *shrunk_lines(report.smallest, report.seed)]
     return "\n".join(lines)
 
 
@@ -159,12 +229,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--case-timeout", type=float, default=CASE_TIMEOUT_S, help="seconds allowed per case"
     )
+    parser.add_argument(
+        "--draw", metavar="FILE.png", help="save a picture of the smallest failing view"
+    )
     args = parser.parse_args(argv)
     try:
         if args.op not in OPS:
             raise UsageError(f"unknown op {args.op!r}; choose one of {', '.join(OPS)}.")
         impl = find_impl(args.op, args.impl)
-        report = run_check(args.op, impl, seed=args.seed, case_timeout_s=args.case_timeout)
+        picture = picture_path(args.draw)
+        report = run_check(
+            args.op, impl, seed=args.seed, case_timeout_s=args.case_timeout, shrink_failures=True
+        )
+        drawn = draw_smallest(report, picture)
     except UsageError as exc:
         print(f"check: {exc}", file=sys.stderr)
         return 2
@@ -172,9 +249,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"check: {internal_message([fault_text(exc)])}", file=sys.stderr)
         return INTERNAL_EXIT
     if args.json:
-        print(json.dumps(report.to_json(), indent=2))
+        print(json.dumps({**report.to_json(), "picture": drawn}, indent=2))
     else:
-        print(format_report(report, args.hint))
+        print(format_report(report, args.hint) + drawn_line(report, picture, drawn))
     if report.internal_errors:
         return INTERNAL_EXIT
     return 0 if report.passed else 1
