@@ -1,0 +1,396 @@
+"""A JupyterLab of the browser test's own, and what a student sees in it (tests/test_browser.py).
+
+`lab(root, home)` starts JupyterLab on a free loopback port with a random token, serving
+`root`, with a temporary Jupyter home of its own in `home` (config, data, runtime, settings,
+workspaces), and stops it and every kernel it started on exit. `run_notebook` opens a
+notebook in headless chromium (Debian's, at /usr/bin/chromium: Playwright downloads no browser
+here), runs it as a student does, and reads back from the rendered page what each cell shows.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import re
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import nbformat
+
+REPO = Path(__file__).resolve().parents[1]
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+DRAWING = frozenset({"draw_view", "plot_warps", "plot_layouts"})
+"""The course's drawing functions: a cell that calls one must show a picture."""
+
+SETTINGS = {
+    # no toast asking whether to fetch Jupyter's news, no update check
+    "@jupyterlab/apputils-extension/notification": {
+        "fetchNews": "false",
+        "checkForUpdates": False,
+    },
+    # every cell attached to the page, so each can be read and the screenshot is whole
+    "@jupyterlab/notebook-extension/tracker": {"windowingMode": "none", "scrollPastEnd": False},
+    "@jupyterlab/docmanager-extension/plugin": {"autosave": False},
+}
+"""User settings of the test's JupyterLab, written before it starts."""
+
+START_TIMEOUT_S = 90
+CELL_TIMEOUT_MS = 180_000
+
+
+@dataclass(frozen=True)
+class Lab:
+    """A running JupyterLab: its address, token and the folder it serves."""
+
+    url: str
+    token: str
+    root: Path
+    home: Path
+
+    def api(self, method: str, path: str) -> object:
+        """Call the server's REST API; return the decoded JSON answer (None when empty)."""
+        request = urllib.request.Request(
+            f"{self.url}{path}", method=method, headers={"Authorization": f"token {self.token}"}
+        )
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            body = answer.read()
+        return json.loads(body) if body else None
+
+    def shut_down_kernels(self) -> None:
+        """Shut down every kernel the server runs (each notebook gets a fresh one)."""
+        for kernel in self.api("GET", "api/kernels"):
+            self.api("DELETE", f"api/kernels/{kernel['id']}")
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def server_env(home: Path) -> dict[str, str]:
+    """A student's environment for the server and its kernels: the repository importable, a
+    Jupyter home of its own, matplotlib's notebook backend, no course secret of the tests."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("JUPYTER", "PYTEST"))}
+    for name in ("MPLBACKEND", "TRITON_INTERPRET", "IPYTHONDIR"):
+        env.pop(name, None)  # conftest's Agg backend would hide every figure
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    env["I1_COURSE_SECRET"] = secrets.token_hex(32)
+    for name in ("config", "data", "runtime", "ipython"):
+        (home / name).mkdir(parents=True, exist_ok=True)
+    env["JUPYTER_CONFIG_DIR"] = str(home / "config")
+    env["JUPYTER_DATA_DIR"] = str(home / "data")
+    env["JUPYTER_RUNTIME_DIR"] = str(home / "runtime")
+    env["IPYTHONDIR"] = str(home / "ipython")
+    return env
+
+
+def write_settings(folder: Path) -> None:
+    for plugin, values in SETTINGS.items():
+        path = folder / f"{plugin}.jupyterlab-settings"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(values))
+
+
+def processes_mentioning(text: str) -> list[int]:
+    """Ids of the live processes whose command line contains `text`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
+            try:
+                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            if text in cmdline:
+                found.append(int(entry.name))
+    return found
+
+
+@contextmanager
+def lab(root: Path, home: Path) -> Iterator[Lab]:
+    """JupyterLab serving `root`, its Jupyter home in `home`; stopped, kernels and all, on
+    exit."""
+    write_settings(home / "settings")
+    port, token = free_port(), secrets.token_hex(24)
+    command = [
+        sys.executable,
+        "-m",
+        "jupyter",
+        "lab",
+        "--no-browser",
+        "--ServerApp.ip=127.0.0.1",
+        f"--ServerApp.port={port}",
+        "--ServerApp.port_retries=0",
+        f"--IdentityProvider.token={token}",
+        f"--ServerApp.root_dir={root}",
+        f"--LabApp.user_settings_dir={home / 'settings'}",
+        f"--LabApp.workspaces_dir={home / 'workspaces'}",
+        "--LabApp.news_url=None",
+        "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+    ]
+    if os.geteuid() == 0:
+        command.append("--allow-root")  # containers and CI run as root
+    log = (home / "server.log").open("w")
+    server = subprocess.Popen(
+        command,
+        cwd=root,
+        env=server_env(home),
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    running = Lab(f"http://127.0.0.1:{port}/", token, root, home)
+    try:
+        wait_until_up(running, server)
+        yield running
+    finally:
+        stop(running, server)
+        log.close()
+
+
+def wait_until_up(running: Lab, server: subprocess.Popen) -> None:
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            raise RuntimeError(f"JupyterLab exited early:\n{server_log(running)}")
+        try:
+            running.api("GET", "api/status")
+            return
+        except (urllib.error.URLError, ConnectionError):
+            time.sleep(0.3)
+    raise RuntimeError(f"JupyterLab did not answer in {START_TIMEOUT_S} s:\n{server_log(running)}")
+
+
+def server_log(running: Lab) -> str:
+    return (running.home / "server.log").read_text(errors="replace")[-4000:]
+
+
+def stop(running: Lab, server: subprocess.Popen) -> None:
+    """Shut the kernels down, then the server; kill whatever of ours is left."""
+    if server.poll() is None:
+        try:
+            running.shut_down_kernels()
+        except (urllib.error.URLError, ConnectionError):
+            pass
+        server.send_signal(signal.SIGTERM)
+        try:
+            server.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+    for pid in processes_mentioning(str(running.home)):  # kernels name their runtime file
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+# What a notebook is expected to show, from its JSON.
+
+
+def drawing_cells(notebook: nbformat.NotebookNode) -> list[int]:
+    """Indices of the code cells that always draw: they call a drawing function, or a
+    function the notebook defines that does, outside any definition of their own and any
+    `if` (a picture that waits for a condition, such as the explorer's exercise waiting for
+    a prediction, is not owed)."""
+    trees = {}
+    for index, cell in enumerate(notebook.cells):
+        if cell.cell_type == "code":
+            code = "\n".join(  # magics and shell escapes as a statement that calls nothing
+                re.sub(r"^(\s*)[%!].*", r"\1pass", line) for line in cell.source.splitlines()
+            )
+            trees[index] = ast.parse(code)
+    drawing = set(DRAWING)
+    definitions = {
+        node.name: node
+        for tree in trees.values()
+        for node in ast.walk(tree)
+        if isinstance(node, ast.FunctionDef)
+    }
+    grew = True
+    while grew:  # functions that call a drawing function, directly or not
+        grew = False
+        for name, node in definitions.items():
+            if name not in drawing and called(node.body) & drawing:
+                drawing.add(name)
+                grew = True
+    return [index for index, tree in trees.items() if called(top_level(tree)) & drawing]
+
+
+def top_level(tree: ast.Module) -> list[ast.stmt]:
+    """The statements a cell always runs: neither the bodies of what it defines nor the
+    branches of an `if`."""
+    skipped = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.If
+    return [node for node in tree.body if not isinstance(node, skipped)]
+
+
+def called(nodes: list[ast.stmt]) -> set[str]:
+    """Names of the functions called anywhere in `nodes`."""
+    names = set()
+    for statement in nodes:
+        for node in ast.walk(statement):
+            if isinstance(node, ast.Call):
+                function = node.func
+                if isinstance(function, ast.Name):
+                    names.add(function.id)
+                elif isinstance(function, ast.Attribute):
+                    names.add(function.attr)
+    return names
+
+
+# What the page shows.
+
+
+@dataclass(frozen=True)
+class ShownError:
+    """An error output as the page renders it: the exception's name and its last lines."""
+
+    ename: str
+    text: str
+
+
+@dataclass(frozen=True)
+class ShownCell:
+    """One cell as the page shows it after the run."""
+
+    kind: str  # code, markdown, raw
+    prompt: str  # the input prompt, "[7]:" once run
+    errors: tuple[ShownError, ...]
+    images: int
+    stderr: int  # stderr outputs that are not errors
+
+
+TRACEBACK = re.compile(r"^-{20,}\n(?P<ename>[\w.]+)\s+Traceback \(most recent call last\)")
+SYNTAX = re.compile(r"^\s*Cell In\[\d+\], line \d+\n(?:.*\n)*?(?P<ename>\w+Error): ", re.M)
+
+READ_CELLS = """() => Array.from(document.querySelectorAll('.jp-Notebook .jp-Cell')).map(cell => ({
+    kind: cell.classList.contains('jp-CodeCell') ? 'code'
+        : cell.classList.contains('jp-MarkdownCell') ? 'markdown' : 'raw',
+    prompt: (cell.querySelector('.jp-InputArea-prompt') || {innerText: ''}).innerText.trim(),
+    stderr: Array.from(cell.querySelectorAll(
+        '.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]'
+    )).map(output => output.innerText),
+    images: cell.querySelectorAll('.jp-OutputArea-output img').length,
+}))"""
+
+
+def shown_cells(page) -> list[ShownCell]:
+    """Every cell of the open notebook as the page renders it.
+
+    JupyterLab 4 renders an error output and a stderr stream alike (both with the mime type
+    application/vnd.jupyter.stderr, the error's traceback as text), so an error is a stderr
+    output that reads as IPython's traceback: the dashed rule and `Name  Traceback (most
+    recent call last)`, or for a syntax error `Cell In[n], line m` ... `SyntaxError: `.
+    """
+    cells = []
+    for raw in page.evaluate(READ_CELLS):
+        errors, other = [], 0
+        for text in raw["stderr"]:
+            match = TRACEBACK.match(text) or SYNTAX.match(text)
+            if match:
+                errors.append(ShownError(match["ename"], text))
+            else:
+                other += 1
+        cells.append(ShownCell(raw["kind"], raw["prompt"], tuple(errors), raw["images"], other))
+    return cells
+
+
+# Driving the page as a student does.
+
+VIEWPORT = {"width": 1280, "height": 900}
+STATUS = '.jp-StatusBar-TextItem[title^="Change kernel"]'
+"""The status bar's kernel item, `Python 3 | Idle` once the kernel waits for work."""
+
+IDLE = f"""() => {{
+    const status = document.querySelector('{STATUS}');
+    return status !== null && status.innerText.trim().endsWith('| Idle');
+}}"""
+
+RAN_ALL = f"""() => {{
+    const prompts = Array.from(document.querySelectorAll('.jp-Notebook .jp-CodeCell'))
+        .map(cell => cell.querySelector('.jp-InputArea-prompt').innerText);
+    return ({IDLE})() && prompts.length > 0 && /\\d/.test(prompts[0])
+        && !prompts.some(prompt => prompt.includes('*'));
+}}"""
+"""Run All has finished: nothing queued or running, the first cell ran, the kernel idle (a
+cell that failed stops the run: the cells after it keep an empty prompt)."""
+
+RAN_CELL = f"""(index) => {{
+    const cell = document.querySelectorAll('.jp-Notebook .jp-Cell')[index];
+    return ({IDLE})() && /\\d/.test(cell.querySelector('.jp-InputArea-prompt').innerText);
+}}"""
+
+
+def open_notebook(browser, running: Lab, path: str):
+    """A new page with the notebook at `path` (relative to the lab's root) open, its kernel
+    started and idle. Each notebook gets a workspace of its own, so no earlier tab reopens."""
+    page = browser.new_page(viewport=VIEWPORT)
+    workspace = re.sub(r"\W", "-", path)
+    page.goto(f"{running.url}lab/workspaces/{workspace}/tree/{path}?reset&token={running.token}")
+    page.wait_for_function(IDLE, timeout=CELL_TIMEOUT_MS)
+    page.keyboard.press("Control+b")  # close the file browser: the notebook takes the width
+    return page
+
+
+def run_all_cells(page) -> None:
+    """Run > Run All Cells, as a student who expects no error; wait until it stops."""
+    page.locator(".lm-MenuBar-itemLabel").get_by_text("Run", exact=True).click()
+    page.locator(".lm-Menu-itemLabel").get_by_text("Run All Cells", exact=True).click()
+    page.wait_for_function(RAN_ALL, timeout=CELL_TIMEOUT_MS)
+
+
+def run_each_cell(page) -> None:
+    """Run every cell from the top, one at a time (Ctrl+Enter, then J to the next), waiting
+    for each: Run All would stop at the first error, and an unfinished notebook has several."""
+    cells = page.locator(".jp-Notebook .jp-Cell")
+    cells.first.click()
+    page.keyboard.press("Escape")  # command mode
+    for index in range(cells.count()):
+        page.keyboard.press("Control+Enter")
+        if "jp-CodeCell" in (cells.nth(index).get_attribute("class") or ""):
+            page.wait_for_function(RAN_CELL, arg=index, timeout=CELL_TIMEOUT_MS)
+        page.keyboard.press("j")
+
+
+def save_screenshot(page, path: Path) -> None:
+    """A screenshot of the whole notebook: the window made as tall as the notebook, whose
+    cells otherwise scroll inside it."""
+    hidden = page.evaluate(
+        """() => {
+            const outer = document.querySelector('.jp-NotebookPanel .jp-WindowedPanel-outer');
+            outer.scrollTop = 0;
+            return outer.scrollHeight - outer.clientHeight;
+        }"""
+    )
+    page.set_viewport_size({"width": VIEWPORT["width"], "height": VIEWPORT["height"] + hidden})
+    page.wait_for_timeout(500)  # let the lab lay out at its new size
+    path.parent.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(path), full_page=True)
+
+
+def run_notebook(browser, running: Lab, path: str, screenshot: Path, *, each_cell: bool = False):
+    """Open the notebook at `path`, run it (Run All, or `each_cell` one at a time), save a
+    screenshot of the whole notebook to `screenshot` (also when the run fails), and return
+    its cells as shown. The notebook's kernel is shut down afterwards."""
+    page = open_notebook(browser, running, path)
+    try:
+        (run_each_cell if each_cell else run_all_cells)(page)
+        return shown_cells(page)
+    finally:
+        try:
+            save_screenshot(page, screenshot)
+        finally:
+            page.close()
+            running.shut_down_kernels()
