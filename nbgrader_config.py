@@ -20,6 +20,7 @@ from grader.grading.grading_log import convert_hooks
 from grader.grading.restore import RestoreGradeCells
 from grader.grading.sandbox import SandboxedExecute
 from grader.grading.trusted import GradeHiddenCells
+from learning.workshops.notebook.evidence import NOT_WRITTEN
 
 c = get_config()  # noqa: F821 - provided by nbgrader
 
@@ -32,7 +33,7 @@ c.Execute.timeout = 600
 c.Execute.startup_timeout = 120
 
 c.ClearSolutions.code_stub = {
-    "python": '# YOUR CODE HERE\nraise NotImplementedError("not written yet: your code goes here")'
+    "python": f'# YOUR CODE HERE\nraise NotImplementedError("{NOT_WRITTEN}: your code goes here")'
 }
 
 # Before grading, every cell of the course's notebook that the submission deleted, moved or

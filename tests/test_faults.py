@@ -142,7 +142,8 @@ def test_the_students_exception_and_segfault_keep_their_kinds(faulty_child, tmp_
         Case("segfault", "contiguous", 2, 9),
         Case("after", "slice", 6, 9),
     ]
-    run = isolation.run_isolated(impl, "strided_softmax", "strided_softmax", chosen, 1, 120)
+    with isolation.Session(impl) as session:
+        run = session.run_cases("strided_softmax", "strided_softmax", chosen, 1, 120)
     kinds = {r.name: r.failure for r in run.results}
     assert kinds == {
         "fault": INTERNAL_ERROR,

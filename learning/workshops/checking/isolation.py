@@ -57,20 +57,6 @@ class CallsFailed(Exception):
     """A calls job got no answers: the definitions did not load, or the child crashed or hung."""
 
 
-def run_isolated(
-    impl: Path,
-    op: str,
-    function: str,
-    cases: list[Case],
-    seed: int,
-    case_timeout_s: float,
-    wrap: Wrap | None = None,
-) -> IsolatedRun:
-    """Run every case of `cases` against `function` from `impl` in a session of its own."""
-    with Session(impl, wrap) as session:
-        return session.run_cases(op, function, cases, seed, case_timeout_s)
-
-
 class Session:
     """A child process serving one submission's jobs, restarted after a crash; `wrap` runs
     it another way (`impl` is then a path as the child sees it). A definitions file that does
