@@ -46,7 +46,8 @@ venv: $(VENV)/.installed  ## only build .venv
 $(VENV)/.installed: pyproject.toml
 	test -x $(VENV)/bin/python || python3 -m venv $(VENV)
 	$(VENV)/bin/python -m pip install -q --upgrade pip
-	$(VENV)/bin/python -m pip install -q $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) "$(TORCH)"
+	$(VENV)/bin/python -m pip install -q $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) "$(TORCH)" \
+	  $(if $(TORCH_INDEX),|| $(VENV)/bin/python -m pip install -q "$(TORCH)")  # index unreachable
 	$(VENV)/bin/python -m pip install -q -e ".[course,dev]"
 	$(VENV)/bin/python -m ipykernel install --sys-prefix --name python3
 	touch $@

@@ -1,6 +1,7 @@
 """A JupyterLab of the browser test's own, and what a student sees in it (tests/test_browser.py).
 
-`lab(root, home)` starts JupyterLab on a free loopback port with a random token, serving
+`lab(root, home)` starts the students' JupyterLab (`python -m learning.workshops.lab`) on a
+free loopback port with a random token, serving
 `root`, with a temporary Jupyter home of its own in `home` (config, data, runtime, settings,
 workspaces), and stops it and every kernel it started on exit. `run_notebook` opens a
 notebook in headless chromium (Debian's, at /usr/bin/chromium: Playwright downloads no browser
@@ -127,8 +128,7 @@ def lab(root: Path, home: Path) -> Iterator[Lab]:
     command = [
         sys.executable,
         "-m",
-        "jupyter",
-        "lab",
+        "learning.workshops.lab",  # the students' JupyterLab
         "--no-browser",
         "--ServerApp.ip=127.0.0.1",
         f"--ServerApp.port={port}",
@@ -380,14 +380,43 @@ def save_screenshot(page, path: Path) -> None:
     page.screenshot(path=str(path), full_page=True)
 
 
+@dataclass(frozen=True)
+class Opened:
+    """What the lab shows around a notebook once it is open and its kernel idle, before
+    anything runs."""
+
+    modified: bool  # the tab carries the unsaved-changes mark
+    menus: tuple[str, ...]  # the menu bar's menus
+    toolbar: tuple[str, ...]  # the notebook toolbar's labelled buttons
+    disabled: tuple[str, ...]  # the plugins the page's configuration disables
+
+
+READ_OPENED = """() => ({
+    modified: document.querySelector('.jp-NotebookPanel') !== null
+        && document.querySelectorAll('.lm-DockPanel .lm-TabBar-tab.jp-mod-dirty').length > 0,
+    menus: Array.from(document.querySelectorAll('.lm-MenuBar-itemLabel')).map(m => m.innerText),
+    toolbar: Array.from(document.querySelectorAll('.jp-NotebookPanel-toolbar .jp-ToolbarButton'))
+        .map(b => b.innerText.trim()).filter(text => text),
+    disabled: JSON.parse(
+        document.getElementById('jupyter-config-data').textContent).disabledExtensions || [],
+})"""
+SETTLE_MS = 2000
+"""How long an opened notebook is left before its tab is read: kernel information arrives
+after the kernel is idle, and a notebook whose metadata differs from it is marked then."""
+
+
 def run_notebook(browser, running: Lab, path: str, screenshot: Path, *, each_cell: bool = False):
-    """Open the notebook at `path`, run it (Run All, or `each_cell` one at a time), save a
-    screenshot of the whole notebook to `screenshot` (also when the run fails), and return
-    its cells as shown. The notebook's kernel is shut down afterwards."""
+    """Open the notebook at `path`, read what the lab shows around it, run it (Run All, or
+    `each_cell` one at a time), save a screenshot of the whole notebook to `screenshot` (also
+    when the run fails), and return what was shown on opening and its cells as shown after the
+    run. The notebook's kernel is shut down afterwards."""
     page = open_notebook(browser, running, path)
     try:
+        page.wait_for_timeout(SETTLE_MS)
+        raw = page.evaluate(READ_OPENED)
+        opened = Opened(raw["modified"], *(tuple(raw[k]) for k in ("menus", "toolbar", "disabled")))
         (run_each_cell if each_cell else run_all_cells)(page)
-        return shown_cells(page)
+        return opened, shown_cells(page)
     finally:
         try:
             save_screenshot(page, screenshot)

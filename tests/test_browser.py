@@ -21,6 +21,7 @@ from browser_lab import (
 )
 
 from grader import course
+from learning.workshops.lab import INSTRUCTOR_PLUGINS
 
 try:
     from playwright.sync_api import sync_playwright
@@ -113,12 +114,26 @@ def run(browser, running_lab, lab_root):
     """Run a notebook of the lab in the browser: its cells as shown, and its JSON."""
 
     def run(path: str, screenshot: str, *, each_cell: bool = False):
-        cells = run_notebook(
+        opened, cells = run_notebook(
             browser, running_lab, path, ARTIFACTS / f"{screenshot}.png", each_cell=each_cell
         )
         notebook = lab_root[1][path]
         assert [c.kind for c in cells] == [c.cell_type for c in notebook.cells]
+        opening[path] = opened
         return cells, notebook
+
+    return run
+
+
+opening = {}
+"""What the lab showed on opening each notebook the tests ran, by path."""
+
+
+def opened(path: str):
+    """What the lab showed on opening the notebook at `path` (a test before ran it)."""
+    if path not in opening:
+        pytest.skip(f"{path} was not opened: the test that runs it did not get that far")
+    return opening[path]
 
     return run
 
@@ -183,3 +198,27 @@ def test_ungraded_notebook_runs_clean_and_shows_its_figures(run, name):
     assert errors(cells) == {}
     assert not_run(cells) == []
     assert without_pictures(cells, notebook) == []
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "release/strided_softmax.ipynb",
+        "notebooks/setup_check.ipynb",
+        "notebooks/address_explorer.ipynb",
+    ],
+)
+def test_notebooks_open_unmodified(path):
+    """Does each notebook a student gets open without the unsaved-changes mark (JupyterLab
+    rewrites kernel metadata that differs from its kernel's, and a student then wonders what
+    they changed)?"""
+    assert not opened(path).modified
+
+
+def test_the_students_lab_hides_the_instructor_tools():
+    """In the students' JupyterLab, are nbgrader's instructor plugins disabled and its menu
+    gone, while the Validate button students use stays on the notebook's toolbar?"""
+    shown = opened("release/strided_softmax.ipynb")
+    assert set(INSTRUCTOR_PLUGINS) <= set(shown.disabled)
+    assert "Nbgrader" not in shown.menus and "Run" in shown.menus
+    assert "Validate" in shown.toolbar

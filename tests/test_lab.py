@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
+import nbformat
 import pytest
 
 from learning.workshops.lab import (
     INSTRUCTOR_PLUGINS,
     INSTRUCTOR_SERVER_EXTENSIONS,
+    kernel_metadata,
+    match_kernel_metadata,
+    served_folder,
     student_env,
     write_student_config,
 )
@@ -44,3 +49,41 @@ def test_the_environment_itself_is_untouched(tmp_path):
     write_student_config(tmp_path)
     listed = jupyter("labextension", "list", env=student_env(tmp_path / "elsewhere"))
     assert "@jupyter/nbgrader:create-assignment" not in listed.split("Disabled extensions:")[-1]
+
+
+def notebook_at(path, kernel: str = "python3") -> None:
+    cell = nbformat.v4.new_code_cell("x = 1", outputs=[], execution_count=None)
+    metadata = {
+        "kernelspec": {"name": kernel, "display_name": "Python 3", "language": "python"},
+        "language_info": {"name": "python"},
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nbformat.v4.new_notebook(cells=[cell], metadata=metadata), path)
+
+
+def test_notebooks_get_the_kernels_metadata_and_nothing_else(tmp_path):
+    """Do python3 notebooks in the served folder (not in hidden folders, not other kernels')
+    get exactly the kernel metadata JupyterLab would write, cells untouched, and a second
+    start rewrite nothing?"""
+    metadata = kernel_metadata()
+    assert metadata is not None, "the environment's python3 kernel runs this Python"
+    assert metadata["language_info"]["version"] == sys.version.split()[0]
+    for path in ("a.ipynb", "assignment/b.ipynb", ".ipynb_checkpoints/a-checkpoint.ipynb"):
+        notebook_at(tmp_path / path)
+    notebook_at(tmp_path / "julia.ipynb", kernel="julia-1.10")
+    changed = match_kernel_metadata(tmp_path, metadata)
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in changed) == [
+        "a.ipynb",
+        "assignment/b.ipynb",
+    ]
+    rewritten = nbformat.read(tmp_path / "assignment" / "b.ipynb", as_version=4)
+    assert rewritten.metadata == metadata
+    assert [c.source for c in rewritten.cells] == ["x = 1"]
+    assert match_kernel_metadata(tmp_path, metadata) == []
+
+
+def test_the_served_folder_is_read_from_the_arguments(tmp_path):
+    """Is the folder JupyterLab serves the root_dir or notebook-dir given, else here?"""
+    assert served_folder([f"--ServerApp.root_dir={tmp_path}", "--no-browser"]) == tmp_path
+    assert served_folder(["--notebook-dir", str(tmp_path)]) == tmp_path
+    assert served_folder(["--no-browser"]) == Path.cwd()

@@ -106,7 +106,22 @@ def test_expect_cases_fails_a_buggy_function_with_the_case_and_a_hint(tmp_path):
     assert lines[1].startswith(
         "  FAIL transpose: (7, 5) view, strides (1, 7), storage offset 0, float32: "
     )
-    assert lines[2:] == [f"Hint [column-stride]: {MESSAGES['column-stride']}"]
+    assert lines[2] == f"Hint [column-stride]: {MESSAGES['column-stride']}"
+    assert lines[3].startswith("Smallest failing view (from case transpose, ")
+    assert lines[4] == (
+        "    a (2, 2) transpose of a (2, 2) tensor, strides (1, 2), offset 0, float32"
+    )
+    assert lines[5].startswith("    values: 4 of 4 values differ; first at row 0, column 0")
+
+
+def test_expect_cases_skips_the_smallest_view_while_nbgrader_grades(tmp_path, monkeypatch):
+    """While nbgrader executes the notebook, does a failure stop at the hint (no search)?"""
+    monkeypatch.setenv("NBGRADER_EXECUTION", "validate")
+    fn = buggy("ignores-column-stride", tmp_path)
+    with pytest.raises(AssertionError) as info:
+        expect_cases(fn, "strided_softmax", ["contiguous", "transpose"])
+    assert "Smallest failing view" not in str(info.value)
+    assert len(str(info.value).splitlines()) == 3
 
 
 def test_expect_cases_refuses_an_unknown_case_name():

@@ -1,4 +1,5 @@
-"""Start JupyterLab as a student uses it: nbgrader's instructor-only panels left out.
+"""Start JupyterLab as a student uses it: nbgrader's instructor-only panels left out, and the
+course's notebooks opening unmodified.
 
     python -m learning.workshops.lab [JUPYTER LAB ARGUMENTS ...]
 
@@ -7,12 +8,20 @@ instructors' tools (Create Assignment, Course List, Formgrader) beside the stude
 (Assignments, Validate). This command runs `jupyter lab` with one more configuration folder,
 made for this run only, that turns the instructors' tools off; nothing in the environment
 changes, so an instructor's `jupyter lab` keeps them.
+
+JupyterLab rewrites a notebook's kernel metadata (kernelspec, language_info) to what its
+kernel reports as it opens, and marks the notebook modified when that differs in any field,
+the Python version's patch number included: every notebook handed out would open with the
+unsaved-changes mark. So before starting, this command gives the notebooks in the folder it
+serves (down to `DEPTH`) that use the `python3` kernel the metadata that kernel reports, when
+that kernel is this Python; cells are not touched.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -45,6 +54,72 @@ def write_student_config(folder: Path) -> None:
     )
 
 
+DEPTH = 3
+"""How many folders down notebooks get their kernel metadata matched."""
+
+
+def kernel_metadata() -> dict | None:
+    """The kernelspec and language_info JupyterLab writes into a notebook opened with the
+    `python3` kernel, when that kernel runs this Python; None when it does not (its
+    language_info is then unknown without starting it) or there is no such kernel."""
+    from ipykernel.ipkernel import IPythonKernel
+    from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
+
+    try:
+        spec = KernelSpecManager().get_kernel_spec("python3")
+    except NoSuchKernel:
+        return None
+    program = spec.argv[0] if spec.argv else ""
+    if (
+        program not in ("python", "python3")
+        and Path(program).resolve() != Path(sys.executable).resolve()
+    ):
+        return None
+    return {
+        "kernelspec": {
+            "display_name": spec.display_name,
+            "language": spec.language,
+            "name": "python3",
+        },
+        "language_info": dict(IPythonKernel.language_info),
+    }
+
+
+def match_kernel_metadata(root: Path, metadata: dict) -> list[Path]:
+    """Give the python3 notebooks under `root` (down to `DEPTH`, hidden folders skipped)
+    `metadata`'s keys where theirs differ; the notebooks rewritten."""
+    import nbformat
+
+    changed = []
+    for depth in range(DEPTH + 1):
+        for path in sorted(root.glob("/".join(["*"] * depth + ["*.ipynb"]))):
+            if any(part.startswith(".") for part in path.relative_to(root).parts):
+                continue
+            try:
+                notebook = nbformat.read(path, as_version=nbformat.NO_CONVERT)
+            except Exception:  # not a notebook nbformat reads: JupyterLab will say so
+                continue
+            kernel = notebook.metadata.get("kernelspec", {}).get("name")
+            wanted = {k: v for k, v in metadata.items() if notebook.metadata.get(k) != v}
+            if kernel == "python3" and wanted:
+                notebook.metadata.update(wanted)
+                nbformat.write(notebook, path)
+                changed.append(path)
+    return changed
+
+
+def served_folder(args: list[str]) -> Path:
+    """The folder `jupyter lab args` serves: --ServerApp.root_dir or --notebook-dir, else
+    the working folder."""
+    names = ("--ServerApp.root_dir", "--notebook-dir", "--ServerApp.notebook_dir")
+    for index, arg in enumerate(args):
+        name, _, value = arg.partition("=")
+        if name in names:
+            folder = value or (args[index + 1] if index + 1 < len(args) else "")
+            return Path(folder).expanduser()
+    return Path.cwd()
+
+
 def student_env(folder: Path) -> dict[str, str]:
     """This environment with `folder` first on JUPYTER_CONFIG_PATH."""
     paths = [str(folder), os.environ.get("JUPYTER_CONFIG_PATH", "")]
@@ -56,13 +131,18 @@ def main(argv: list[str] | None = None) -> int:
     if args[:1] in (["-h"], ["--help"]):
         print(__doc__.strip())
         return 0
+    metadata = kernel_metadata()
+    if metadata is not None:
+        match_kernel_metadata(served_folder(args), metadata)
     with tempfile.TemporaryDirectory(prefix="i1-student-jupyter-") as folder:
         write_student_config(Path(folder))
         command = [sys.executable, "-m", "jupyter", "lab", *args]
-        try:
-            return subprocess.run(command, env=student_env(Path(folder))).returncode
-        except KeyboardInterrupt:  # JupyterLab got the same Ctrl-C and stops itself
-            return 130
+        server = subprocess.Popen(command, env=student_env(Path(folder)))
+        # Stopping is JupyterLab's to do (it shuts its kernels down): Ctrl-C reaches it from
+        # the terminal, a SIGTERM to this command is passed on.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, lambda signum, frame: server.send_signal(signum))
+        return server.wait()
 
 
 if __name__ == "__main__":

@@ -324,9 +324,12 @@ def report_lines(shrunk: Shrunk, seed: int) -> list[str]:
     ]
 
 
+def picture_title(shrunk: Shrunk) -> str:
+    return f"smallest failing view ({shrunk.failure}), case {shrunk.start.name} shrunk"
+
+
 def draw(shrunk: Shrunk, seed: int, path: Path) -> Path:
     """Save the address explorer's picture (`draw_view`) of the smallest failing view."""
     from learning.workshops.notebook.pictures import save_view
 
-    title = f"smallest failing view ({shrunk.failure}), case {shrunk.start.name} shrunk"
-    return save_view(build_view(shrunk.case, seed), path, title)
+    return save_view(build_view(shrunk.case, seed), path, picture_title(shrunk))

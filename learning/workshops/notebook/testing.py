@@ -26,6 +26,13 @@ from learning.workshops.checking.faults import (
     internal_result,
 )
 from learning.workshops.checking.hints import diagnose
+from learning.workshops.checking.shrink import (
+    build_view,
+    picture_title,
+    report_lines,
+    shrink,
+    starting_case,
+)
 from learning.workshops.checking.sidecars import (
     HINTS_SIDECAR,
     HintRecord,
@@ -160,9 +167,44 @@ def expect_cases(fn: Callable, op: str, names: Iterable[str] | None = None) -> N
     if wanted is not None and len(chosen) != len(wanted):
         unknown = wanted - {c.name for c in chosen}
         raise ValueError(f"no public case named {sorted(unknown)} for {op}")
-    results = run_cases(fn, op, chosen)
+    seed = secrets.randbelow(2**31)
+    results = run_cases(fn, op, chosen, seed)
     record_outcome(public_key(op, wanted), results)
     error = verdict(results, f"{op}, public cases")
+    if isinstance(error, AssertionError) and not os.environ.get("NBGRADER_EXECUTION"):
+        error = with_smallest_failing(error, fn, op, chosen, results, seed)
     if error is not None:
         raise error
     print(f"{op}: {all_pass(len(results), 'public')}")
+
+
+def with_smallest_failing(
+    error: AssertionError,
+    fn: Callable,
+    op: str,
+    cases: list[Case],
+    results: list[CaseResult],
+    seed: int,
+) -> AssertionError:
+    """`error` with the smallest view that fails as a failed case did added to its message,
+    that view's picture shown below the cell; `error` itself when no failed case is a view
+    to shrink. (Not while nbgrader grades: the hint is enough there, and time counts.)"""
+    start = starting_case(cases, results, diagnose(results))
+    if start is None:
+        return error
+    from learning.workshops.notebook.pictures import draw_view  # matplotlib, only when drawing
+
+    shrunk = shrink(lambda batch: run_cases(fn, op, batch, seed), *start)
+    show(draw_view(build_view(shrunk.case, seed), picture_title(shrunk)))
+    return AssertionError("\n".join([str(error), *report_lines(shrunk, seed)]))
+
+
+def show(figure) -> None:
+    """Show `figure` below the running cell (in IPython; elsewhere nothing)."""
+    try:
+        from IPython import get_ipython
+        from IPython.display import display
+    except ImportError:
+        return
+    if get_ipython() is not None:
+        display(figure)
