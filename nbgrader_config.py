@@ -19,7 +19,7 @@ from grader.grading.feedback import StudentFeedback
 from grader.grading.grading_log import convert_hooks
 from grader.grading.restore import RestoreGradeCells
 from grader.grading.sandbox import SandboxedExecute
-from grader.grading.trusted import GradeHiddenCells
+from grader.grading.trusted import GradeHiddenCells, StartChecksAhead
 from learning.workshops.notebook.evidence import NOT_WRITTEN
 
 c = get_config()  # noqa: F821 - provided by nbgrader
@@ -48,11 +48,13 @@ c.Autograde.sanitize_preprocessors = [
 
 # Grading: the student's notebook runs in a bubblewrap sandbox with its hidden regions cut out
 # (it reaches nothing but a scratch copy of its own folder); the hidden and timing cells are
-# then graded here, outside it, and scored from what this side wrote. See
+# then graded here, outside it, and scored from what this side wrote; their correctness checks
+# start first and run beside the notebook (StartChecksAhead), the timing after it. See
 # grader/grading/sandbox.py and grader/grading/trusted.py. Without bubblewrap grading refuses
 # to run; I1_UNSAFE_NO_SANDBOX=1 (--unsafe-no-sandbox on the grader commands) runs student
 # code unsandboxed, loudly.
 c.Autograde.autograde_preprocessors = [
+    StartChecksAhead,
     SandboxedExecute,
     GradeHiddenCells,
     IgnorePattern,

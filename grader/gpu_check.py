@@ -14,15 +14,18 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import statistics
 import subprocess
 import sys
 import time
+from datetime import datetime
 from pathlib import Path
 
 import torch
 
 from grader import course
+from grader.grading.grading_log import read_record
 from grader.grading.timing_record import SIDECAR
 from grader.zoo import BUGS, COPY_FIRST, write_bug
 from learning.workshops.check import UsageError
@@ -163,9 +166,29 @@ def autograde(out: Path) -> list[str]:
     for student, cells in sorted(scores.items()):
         total = sum(score or 0 for score in cells.values())
         lines.append(f"  {student:<22} total {total:g}  timing {cells.get('hidden_timing')}")
+    lines += time_breakdown(root)
     sidecar = root / "autograded" / "solution" / course.ASSIGNMENT / SIDECAR
     if sidecar.exists():
         (out / "sidecar_solution.json").write_text(sidecar.read_text())
+    return lines
+
+
+def time_breakdown(root: Path) -> list[str]:
+    """Each student's grading time and where it went, from the grading logs: the sandboxed
+    notebook, its slowest cells, each hidden check."""
+    lines = []
+    for student in sorted(p.name for p in (root / "submitted").iterdir()):
+        record = read_record(root, course.ASSIGNMENT, student)
+        if record is None or not record.finished:
+            continue
+        seconds = (
+            datetime.fromisoformat(record.finished) - datetime.fromisoformat(record.started)
+        ).total_seconds()
+        lines.append(f"  {student}: graded in {seconds:.0f} s")
+        for line in record.lines:
+            said = line.split("  ", 1)[-1].splitlines()[0]
+            if re.search(r"\(\d+\.\d s", said) or said.startswith(("ran the", "its slowest")):
+                lines.append(f"    {said[:110]}")
     return lines
 
 

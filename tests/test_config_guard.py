@@ -24,8 +24,8 @@ BROKEN = {
         "from grader.grading.restore import", "from grader.restored import"
     ),
     "does not list grader.grading.sandbox.SandboxedExecute": CONFIG.replace(
-        "c.Autograde.autograde_preprocessors = [\n    SandboxedExecute,",
-        "c.Autograde.autograde_preprocessors = [",
+        "    StartChecksAhead,\n    SandboxedExecute,",
+        "    StartChecksAhead,",
     ),
 }
 

@@ -252,3 +252,26 @@ def test_every_decomposition_is_graded_by_its_speed(tmp_path):
         if max(ratios) <= 1.0:
             assert points == 2, shape
     print("\n".join(rows))
+
+
+@pytest.mark.parametrize(
+    ("name", "points"), [("reference", 2), ("slows-the-reference", 0)], ids=["honest", "cheat"]
+)
+def test_timing_started_ahead_scores_as_one_started_late(name, points, tmp_path):
+    """Started ahead (loaded and compiled on the shapes, then waiting), and only then told to
+    measure, does the reference still earn full points and a cheat still score 0?"""
+    from dataclasses import replace
+
+    from grader.grading.gpu_timing import Sandbox, start_ahead, timing_points
+    from grader.zoo import REFERENCE, apply
+
+    impl = REFERENCE
+    if name in TIMING_CHEATS:
+        impl = tmp_path / f"{name.replace('-', '_')}.py"
+        impl.write_text(apply(REFERENCE.read_text(), TIMING_CHEATS[name][1]))
+    record = tmp_path / "child.json"
+    sandbox = Sandbox(list, str(impl), str(record), record, f"ahead/{name}")
+    sandbox = replace(sandbox, started=start_ahead(sandbox))
+    assert sandbox.started.poll() is None, "the child waits to be told to measure"
+    assert timing_points(2, sidecar=tmp_path / "t.json", sandbox=sandbox) == points
+    assert sandbox.started.returncode == 0

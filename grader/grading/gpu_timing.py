@@ -25,6 +25,7 @@ import random
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
@@ -182,6 +183,48 @@ class Sandbox:
     record: str
     record_here: Path
     key: str
+    started: subprocess.Popen | None = None  # the child, when `start_ahead` started it
+
+
+def timing_command(impl: str, record: str, key: str, wait_for_go: bool = False) -> list[str]:
+    """The timing child's command: the shapes and the inputs' seed drawn from `key`."""
+    shapes = ",".join(f"{r}x{c}" for r, c in hidden_shapes(key=key))
+    command = [sys.executable, "-m", "grader.grading.gpu_timing", "--impl", impl, "--out", record]
+    command += ["--shapes", shapes, "--seed", str(inputs_seed(key))]
+    return command + (["--wait-for-go"] if wait_for_go else [])
+
+
+def start_ahead(sandbox: Sandbox) -> subprocess.Popen:
+    """Start the sandboxed timing child now, beside other work: it loads the submission and
+    compiles both kernels on the timed shapes, then waits on its stdin until `timing_points`
+    lets it measure, with the GPU to itself. Its start (Python, torch, CUDA, the compiles)
+    is then off the grading's critical path."""
+    command = sandbox.wrap(timing_command(sandbox.impl, sandbox.record, sandbox.key, True))
+    return subprocess.Popen(
+        command,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=child_env(),
+    )
+
+
+def _let_measure(child: subprocess.Popen) -> tuple[int, str]:
+    """Tell a child started ahead to measure; its exit status and stderr once it ends
+    (TimeoutExpired, the child killed, after CHILD_TIMEOUT_S)."""
+    try:
+        child.stdin.write("go\n")
+        child.stdin.flush()
+    except OSError:  # it ended already: its status says why
+        pass
+    try:
+        _, stderr = child.communicate(timeout=CHILD_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.communicate()
+        raise
+    return child.returncode, stderr
 
 
 def timing_points(
@@ -213,26 +256,28 @@ def _timing_points(max_points: float, path: Path, out: Path, sandbox: Sandbox | 
 
     out.unlink(missing_ok=True)
     key = sandbox.key if sandbox else _course_key()
-    shapes = ",".join(f"{r}x{c}" for r, c in hidden_shapes(key=key))
     impl, record = (sandbox.impl, sandbox.record) if sandbox else (str(path), str(out))
-    command = [sys.executable, "-m", "grader.grading.gpu_timing", "--impl", impl, "--out", record]
-    command += ["--shapes", shapes, "--seed", str(inputs_seed(key))]
+    command = timing_command(impl, record, key)
     if sandbox:
         command = sandbox.wrap(command)
     try:
         with gpu_lock():  # parallel autograde: one timing per GPU at a time (I1_GPU_LOCK)
             started = time.monotonic()
-            done = subprocess.run(
-                command, capture_output=True, text=True, env=child_env(), timeout=CHILD_TIMEOUT_S
-            )
+            if sandbox and sandbox.started:
+                returncode, stderr = _let_measure(sandbox.started)
+            else:
+                done = subprocess.run(
+                    command,
+                    capture_output=True,
+                    text=True,
+                    env=child_env(),
+                    timeout=CHILD_TIMEOUT_S,
+                )
+                returncode, stderr = done.returncode, done.stderr
             elapsed_s = time.monotonic() - started
-        if done.returncode == INTERNAL_EXIT:
-            _checker_failed(out, max_points, (done.stderr.strip().splitlines() or [""])[-1])
-        why = (
-            ""
-            if done.returncode == 0
-            else last_line(done.stderr) or f"exit status {done.returncode}"
-        )
+        if returncode == INTERNAL_EXIT:
+            _checker_failed(out, max_points, (stderr.strip().splitlines() or [""])[-1])
+        why = "" if returncode == 0 else last_line(stderr) or f"exit status {returncode}"
     except subprocess.TimeoutExpired:
         why = f"no result after {CHILD_TIMEOUT_S:.0f} s"
     if sandbox and not why:  # the child wrote where it could; this process keeps the record
@@ -313,8 +358,16 @@ def exceeds_process_time(record: dict, elapsed_s: float) -> str:
     )
 
 
-def measure(impl: Path, out: Path, shapes: list[tuple[int, int]], seed: int) -> None:
-    """Time the function in `impl` against the reference on `shapes`; write `out`."""
+def measure(
+    impl: Path,
+    out: Path,
+    shapes: list[tuple[int, int]],
+    seed: int,
+    ready: Callable[[], object] | None = None,
+) -> None:
+    """Time the function in `impl` against the reference on `shapes`; write `out`. With
+    `ready`, first call both once on each shape (their compiles), then wait for `ready()`
+    to return before measuring."""
     from learning.workshops.checking.child import limit_memory
     from learning.workshops.checking.isolation import MEMORY_LIMIT_BYTES
     from learning.workshops.checking.loader import load_function
@@ -325,6 +378,14 @@ def measure(impl: Path, out: Path, shapes: list[tuple[int, int]], seed: int) -> 
     before = machinery()
     reference_fn = reference.strided_softmax
     fn = functools.partial(call_student, "strided_softmax", load_function(impl, "strided_softmax"))
+    if ready is not None:
+        with quiet():
+            for i, (rows, cols) in enumerate(shapes):
+                x = _transposed(rows, cols, seed + i)
+                fn(x, 4)
+                reference_fn(x, 4)
+            torch.cuda.synchronize()
+        ready()
     started = time.monotonic()
     with quiet():
         timings = [
@@ -373,6 +434,11 @@ def main(argv: list[str] | None = None) -> int:
         help="the course whose secret draws the default shapes and seed (default: the course "
         "around the current folder)",
     )
+    parser.add_argument(
+        "--wait-for-go",
+        action="store_true",
+        help="compile both kernels on the shapes, then wait for a line on stdin to measure",
+    )
     args = parser.parse_args(argv)
     key = None
     if not args.shapes or args.seed is None:  # drawn from the course secret
@@ -386,7 +452,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         shapes = _shapes(args.shapes) if args.shapes else hidden_shapes(key=key)
         seed = args.seed if args.seed is not None else inputs_seed(key)
-        measure(Path(args.impl), Path(args.out), shapes, seed)
+        ready = sys.stdin.readline if args.wait_for_go else None
+        measure(Path(args.impl), Path(args.out), shapes, seed, ready)
     except (LoadError, AssertionError) as exc:  # not loaded, or the student's function raised
         print(" ".join(str(exc).split()), file=sys.stderr)
         return 1

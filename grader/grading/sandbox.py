@@ -45,6 +45,7 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import asdict, dataclass
+from datetime import datetime
 from functools import lru_cache
 from pathlib import Path, PurePosixPath
 
@@ -767,12 +768,26 @@ trusted side reads them for hints only, never for scores."""
 RETURNED_LIMIT_BYTES = MiB
 
 
+AHEAD = "i1_checks_ahead"
+"""The resources key of the hidden checks running beside the notebook
+(`grader.grading.trusted.ChecksAhead`): closed here when the notebook cannot be graded."""
+
+
 class SandboxedExecute(Execute):
     """nbgrader's Execute, run in a sandbox that sees only a scratch copy of the submission
     folder, with the hidden tests cut out (they run on the trusted side); the outputs come
     back onto the graded notebook, whose sources stay as they were."""
 
     def preprocess(self, nb: NotebookNode, resources: dict) -> tuple[NotebookNode, dict]:
+        try:
+            return self._execute(nb, resources)
+        except BaseException:  # this notebook is not graded: neither are its hidden cells
+            ahead = resources.pop(AHEAD, None)
+            if ahead is not None:
+                ahead.close()
+            raise
+
+    def _execute(self, nb: NotebookNode, resources: dict) -> tuple[NotebookNode, dict]:
         self._require_secret(resources)
         folder = Path(resources["metadata"]["path"])
         name = f"{resources.get('unique_key') or 'notebook'}.ipynb"
@@ -803,6 +818,7 @@ class SandboxedExecute(Execute):
             raise DeadKernelError(f"Kernel died or timed out in the sandbox: {why}")
         if log:
             log.say(f"ran the notebook in the sandbox: {len(nb.cells)} cells, {run.seconds:.1f} s")
+            log.say(f"its slowest cells: {slowest_cells(executed)}")
         copy_outputs(executed, nb)
         return nb, resources
 
@@ -864,6 +880,22 @@ def read_result(run: SandboxRun, cells: int) -> tuple[NotebookNode | None, str]:
     if len(executed.cells) != cells:
         return None, f"the executed notebook has {len(executed.cells)} cells, not {cells}"
     return executed, "ok"
+
+
+def slowest_cells(executed: NotebookNode, count: int = 4) -> str:
+    """The `count` cells that ran longest, by the timestamps nbclient records in each
+    cell's metadata: 'test_pass1 4.2 s, cell 7 1.0 s'."""
+    took = []
+    for index, cell in enumerate(executed.cells):
+        stamps = cell.get("metadata", {}).get("execution", {})
+        try:
+            busy = datetime.fromisoformat(stamps["iopub.status.busy"].replace("Z", "+00:00"))
+            idle = datetime.fromisoformat(stamps["iopub.status.idle"].replace("Z", "+00:00"))
+        except (KeyError, TypeError, ValueError):
+            continue
+        name = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id") or f"cell {index}"
+        took.append(((idle - busy).total_seconds(), name))
+    return ", ".join(f"{name} {seconds:.1f} s" for seconds, name in sorted(took)[::-1][:count])
 
 
 def copy_outputs(executed: NotebookNode, nb: NotebookNode) -> None:

@@ -13,15 +13,20 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import copy
 import functools
 import io
 import json
 import secrets
+import subprocess
 import tempfile
+import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import nbformat
+import torch
 from nbformat import NotebookNode
 from nbgrader.preprocessors import NbGraderPreprocessor
 
@@ -34,13 +39,13 @@ from grader.grading.hidden import (
     run_function_check,
     run_hidden,
 )
-from grader.grading.sandbox import split_hidden_tests
+from grader.grading.sandbox import AHEAD, split_hidden_tests
 from grader.grading.timing_record import MAX_POINTS
 from grader.grading.timing_record import SIDECAR as TIMING_SIDECAR
-from grader.seeding import course_secret
+from grader.seeding import MissingSecret, course_secret
 from learning.workshops.checking.cases import OPS
 from learning.workshops.checking.faults import CheckerFault, fault_text
-from learning.workshops.checking.isolation import Session
+from learning.workshops.checking.isolation import IsolatedRun, Session
 from learning.workshops.checking.sidecars import HINTS_SIDECAR, RecordError, outcome, write_hints
 from learning.workshops.measuring.timing import NoCudaError
 from learning.workshops.notebook.testing import all_pass, record_outcome, record_status, verdict
@@ -157,22 +162,49 @@ class Runner:
     def __init__(self, work: Path, draw: Draw, wrap: Callable, session: Session) -> None:
         self.work, self.draw, self.wrap, self.session = work, draw, wrap, session
         self.impl = session.impl
+        self.done: dict[str, object] = {}  # runs of hidden checks, by op or function
+        self.took: dict[str, tuple[float, bool]] = {}  # their seconds, and if run ahead
+        self.ahead = False  # whether runs now happen beside the notebook (ChecksAhead)
+        self.timing_child: subprocess.Popen | None = None  # started ahead, waiting to measure
 
     say: Callable[[str], None] = staticmethod(lambda _: None)
     """Where each check's outcome is told in full (the student's grading log)."""
 
     def run(self, name: str, args: list, kwargs: dict) -> list[NotebookNode]:
-        """One check's outputs: a line when it passed, an error when it failed."""
+        """One check's outputs: a line when it passed, an error when it failed; the log
+        tells its seconds too."""
+        started = time.monotonic()
         try:
             outputs = getattr(self, name)(*args, **kwargs)
         except (AssertionError, CheckerFault, NoCudaError) as exc:
-            self.say(f"{name}{tuple(args)}: {type(exc).__name__}: {exc}")
-            return [_error(exc)]
-        self.say(f"{name}{tuple(args)}: passed")
+            said = f"{type(exc).__name__}: {exc}"
+            outputs = [_error(exc)]
+        else:
+            said = "passed"
+        took = f"{time.monotonic() - started:.1f} s"
+        seconds, ahead = self.took.get(str(args[0]) if args else "", (0.0, False))
+        if ahead:
+            took += f", {seconds:.1f} s of it beside the notebook"
+        self.say(f"{name}{tuple(args)} ({took}): {said}")
         return outputs
 
+    def hidden_run(self, op: str) -> IsolatedRun:
+        """`op`'s hidden cases run against the submission, once (see `ChecksAhead`)."""
+        return self._once(op, run_hidden, op)
+
+    def function_run(self, function: str) -> tuple[bool, str]:
+        """`function`'s hidden check run against the submission, once."""
+        return self._once(function, run_function_check, function)
+
+    def _once(self, key: str, check: Callable, name: str):
+        if key not in self.done:
+            started = time.monotonic()
+            self.done[key] = check(name, self.session, self.draw)
+            self.took[key] = (time.monotonic() - started, self.ahead)
+        return self.done[key]
+
     def expect_hidden(self, op: str, *_, **__) -> list[NotebookNode]:
-        run = run_hidden(op, self.session, self.draw)
+        run = self.hidden_run(op)
         if run.load_error:
             raise AssertionError(f"{op}: the notebook's definitions do not load: {run.load_error}")
         record_outcome(f"hidden:{op}", run.results)
@@ -196,7 +228,7 @@ class Runner:
         return run
 
     def _function(self, function: str) -> list[NotebookNode]:
-        passed, said = run_function_check(function, self.session, self.draw)
+        passed, said = self.function_run(function)
         record_status(f"hidden:{function}", "passed" if passed else "failed")
         if not passed:
             raise AssertionError(said)
@@ -208,12 +240,18 @@ class Runner:
     def expect_worksheet(self, *_, **__) -> list[NotebookNode]:
         return self._function("worksheet")
 
-    def timing_points(self, max_points: float = MAX_POINTS, **__) -> list[NotebookNode]:
-        from grader.grading.gpu_timing import Sandbox, timing_points
+    def timing_sandbox(self):
+        """How the timing child of this submission runs (`gpu_timing.Sandbox`)."""
+        from grader.grading.gpu_timing import Sandbox
 
         record = self.work / ".timing.json"
         seen = str(self.impl.with_name(record.name))
-        sandbox = Sandbox(self.wrap, str(self.impl), seen, record, self.draw.key)
+        return Sandbox(self.wrap, str(self.impl), seen, record, self.draw.key, self.timing_child)
+
+    def timing_points(self, max_points: float = MAX_POINTS, **__) -> list[NotebookNode]:
+        from grader.grading.gpu_timing import timing_points
+
+        sandbox = self.timing_sandbox()
         sidecar = Path(TIMING_SIDECAR).resolve()
         with contextlib.redirect_stdout(io.StringIO()):  # it names the hidden shapes
             points = timing_points(max_points, sidecar=sidecar, sandbox=sandbox)
@@ -249,6 +287,100 @@ def public_outcomes(raw: bytes | None) -> dict:
     return kept
 
 
+RUN_AHEAD = {"expect_hidden": "hidden_run", "expect_address_table": "function_run"}
+"""The checks run ahead (by the Runner method that runs each); the worksheet needs no
+child, and the timing waits for the notebook (it must have the GPU to itself)."""
+
+
+class ChecksAhead:
+    """The hidden correctness checks of one submission, run in its session's child while
+    the sandboxed notebook runs (they need nothing from that run): the child's start (Python,
+    torch, CUDA, loading the definitions) and its compiles overlap the notebook's own. A
+    background thread fills the Runner's runs; `runner()` waits for them, and from then on
+    the Runner is `GradeHiddenCells`' alone. Their outputs, sidecars and log lines are all
+    written afterwards, in the notebook's order, as without it.
+
+    The thread lives until `close()`: bubblewrap's --die-with-parent kills a sandbox when
+    the thread that started it ends, and the child it started serves the timing too."""
+
+    def __init__(self, nb: NotebookNode, draw: Draw) -> None:
+        self._stack = contextlib.ExitStack()
+        self._runner = self._stack.enter_context(sandboxed_copy(nb, draw))
+        self._runner.ahead = True
+        if torch.cuda.is_available() and "timing_points" in {c for c, *_ in all_checks(nb)}:
+            from grader.grading.gpu_timing import start_ahead
+
+            self._runner.timing_child = start_ahead(self._runner.timing_sandbox())
+            self._stack.callback(_end, self._runner.timing_child)
+        self._ran, self._closing = threading.Event(), threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(nb,), daemon=True)
+        self._thread.start()
+
+    def _run(self, nb: NotebookNode) -> None:
+        try:
+            for name, arg in self._checks(nb):
+                if self._closing.is_set():
+                    break
+                try:
+                    getattr(self._runner, RUN_AHEAD[name])(arg)
+                except Exception:  # run again, and reported, when the cell is graded
+                    pass
+        finally:
+            self._ran.set()
+        self._closing.wait()
+
+    @staticmethod
+    def _checks(nb: NotebookNode) -> list[tuple[str, str]]:
+        """The checks run ahead, (check, its argument), in the notebook's order."""
+        return [
+            (name, str(args[0])) for name, args, _ in all_checks(nb) if name in RUN_AHEAD and args
+        ]
+
+    def runner(self) -> Runner:
+        """The Runner, once every check run ahead has finished."""
+        self._ran.wait()
+        self._runner.ahead = False
+        return self._runner
+
+    def close(self) -> None:
+        """Start no further check, wait for the one running, stop the child, remove the
+        scratch copy."""
+        self._closing.set()
+        self._thread.join()
+        self._stack.close()
+
+
+def all_checks(nb: NotebookNode) -> list[tuple[str, list, dict]]:
+    """Every check the notebook's hidden regions call, in order (see `hidden_checks`)."""
+    found = []
+    for cell in nb.cells:
+        region = hidden_region(cell.source) if cell.cell_type == "code" else None
+        found += hidden_checks(region) if region is not None else []
+    return found
+
+
+def _end(child: subprocess.Popen) -> None:
+    """Kill a child that is still running (a timing child never told to measure)."""
+    if child.poll() is None:
+        child.kill()
+    with contextlib.suppress(ValueError, OSError, subprocess.TimeoutExpired):
+        child.communicate(timeout=10)  # its pipes closed (already, when it measured)
+
+
+class StartChecksAhead(NbGraderPreprocessor):
+    """Before the sandboxed notebook runs: start its hidden correctness checks beside it
+    (`ChecksAhead`, in resources[AHEAD]). Without a course secret nothing starts, and
+    `SandboxedExecute` refuses to grade."""
+
+    def preprocess(self, nb: NotebookNode, resources: dict):
+        try:
+            draw = submission_draw(resources, course_root(self.config))
+        except MissingSecret:
+            return nb, resources
+        resources[AHEAD] = ChecksAhead(copy.deepcopy(nb), draw)
+        return nb, resources
+
+
 class GradeHiddenCells(NbGraderPreprocessor):
     """Grade every hidden region of the notebook here, on the trusted side (see the module)."""
 
@@ -264,8 +396,15 @@ class GradeHiddenCells(NbGraderPreprocessor):
     def _grade(self, nb: NotebookNode, resources: dict, say: Callable[[str], None]):
         folder = Path(resources["metadata"]["path"]).resolve()
         restart_sidecars(folder, resources.get("i1_sandbox_files", {}).get(HINTS_SIDECAR))
-        draw = submission_draw(resources, course_root(self.config))
-        with sandboxed_copy(nb, draw) as runner, contextlib.chdir(folder):
+        ahead = resources.pop(AHEAD, None)
+        with contextlib.ExitStack() as stack:
+            if ahead is not None:
+                stack.callback(ahead.close)
+                runner = ahead.runner()
+            else:
+                draw = submission_draw(resources, course_root(self.config))
+                runner = stack.enter_context(sandboxed_copy(nb, draw))
+            stack.enter_context(contextlib.chdir(folder))
             runner.say = say
             for cell in nb.cells:  # the sidecars go beside the graded notebook
                 region = hidden_region(cell.source) if cell.cell_type == "code" else None
