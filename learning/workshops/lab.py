@@ -131,6 +131,9 @@ def main(argv: list[str] | None = None) -> int:
     if args[:1] in (["-h"], ["--help"]):
         print(__doc__.strip())
         return 0
+    if os.geteuid() == 0 and "--allow-root" not in args:  # a container's user, as a rule
+        print("note: running as root, so JupyterLab gets --allow-root", file=sys.stderr)
+        args = [*args, "--allow-root"]
     metadata = kernel_metadata()
     if metadata is not None:
         match_kernel_metadata(served_folder(args), metadata)

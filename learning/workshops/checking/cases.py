@@ -590,8 +590,8 @@ def _compare(out, ref, dtype, op: Op) -> Verdict | None:
     r, c = (int(v) for v in bad[0])
     where = (
         f"{len(bad)} of {close.numel()} values differ; first at row {r}, column {c}: "
-        f"got {got[r, c].item():.6g}, expected {ref[r, c].item():.6g}"
-    )
+        f"got {got[r, c].item():.6g}, expected {ref[r, c].to(out.dtype).item():.6g}"
+    )  # the expected value as the output's dtype holds it (no float32 1e-256)
     if bool((~torch.isfinite(got) & torch.isfinite(ref)).any()):
         return Verdict(Failure.NONFINITE, f"NaN or inf where the reference is finite; {where}")
     if torch.allclose(got.flatten().sort().values, ref.flatten().sort().values, rtol, atol):
