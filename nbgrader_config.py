@@ -84,3 +84,14 @@ c.ExportApp.plugin_class = "grader.export.StatusCsvExport"
 c.AssignLatePenalties.plugin_class = "grader.grading.late.DailyLatePenalty"
 c.DailyLatePenalty.percent_per_day = 10.0
 c.DailyLatePenalty.grace_minutes = 15.0
+c.DailyLatePenalty.grace_minutes = 15.0
+
+# GPU timing (issue 13): a correct kernel at most `limit` times the reference's median time
+# (the ratio of medians, timed interleaved on the hidden shapes) earns `fraction` of the timing
+# cell's points; slower than every band, `timing_slowest_fraction`; a wrong one 0. The trusted
+# side scores each shape from its ratio with these bands, and each timing record keeps the bands
+# it was scored with. A change applies from the next autograde (`grader.parallel --student S`
+# for one student): the timing is measured again there, so points near a band's edge can move
+# with the run's noise (0.3 % between H200 runs), and grades already exported keep the old bands.
+c.GradeHiddenCells.timing_bands = [(1.10, 1.0), (1.5, 0.75), (2.5, 0.5), (5.0, 0.25)]
+c.GradeHiddenCells.timing_slowest_fraction = 0.1

@@ -297,3 +297,62 @@ def test_bands_score_and_label_from_one_definition():
         assert band(each.limit * 1.001) < each.fraction
     assert band(100.0) == timing_record.SLOWEST_FRACTION
     assert gpu_timing.band is band
+
+
+def test_the_course_configures_the_bands_and_a_bad_configuration_is_refused():
+    """Do configured bands score as written, and is each kind of bad configuration refused
+    with a sentence saying what is wrong?"""
+    bands = timing_record.bands_from_config([(1.2, 1.0), (3.0, 0.5)], 0.0)
+    assert [band(r, bands, 0.0) for r in (1.15, 2.0, 4.0)] == [1.0, 0.5, 0.0]
+    assert [b.label for b in bands] == ["full points", "1/2"]
+    refused = [
+        ([], 0.1, "no band is given"),
+        ([(0.9, 1.0)], 0.1, "below 1"),
+        ([(1.5, 1.0), (1.2, 0.5)], 0.1, "limits must rise"),
+        ([(1.1, 0.5), (1.5, 1.0)], 0.1, "fractions must not"),
+        ([(1.1, 1.5)], 0.1, "at most 1"),
+        ([(1.1, 0.5)], 0.9, "slowest fraction"),
+    ]
+    for pairs, slowest, says in refused:
+        with pytest.raises(ValueError, match=says):
+            timing_record.bands_from_config(pairs, slowest)
+
+
+def test_points_come_from_the_ratios_and_the_courses_bands_not_the_childs_fractions(tmp_path):
+    """Does the trusted side score each shape from its ratio with the configured bands,
+    whatever fraction the timing child (the student's process) wrote, and keep the bands in
+    the record?"""
+    shape = {
+        "rows": 4096,
+        "cols": 4096,
+        "student_ms": 2.0,
+        "reference_ms": 1.0,
+        "student_min_ms": 1.9,
+        "student_max_ms": 2.2,
+        "ratio": 2.0,
+        "correct": True,
+        "fraction": 1.0,  # what a forged child would claim
+        "reason": "",
+        "events_ms": 100.0,
+    }
+    wrong = {**shape, "correct": False, "reason": "wrong output after timing"}
+    record = {"schema": timing_record.SCHEMA, "fraction": 1.0, "seconds": 1.0}
+    record["shapes"] = [shape, wrong]
+    bands = timing_record.bands_from_config([(1.1, 1.0), (2.5, 0.5)], 0.1)
+    assert gpu_timing._score(record, 2, tmp_path / "t.json", bands, 0.1) == ""
+    assert [s["fraction"] for s in record["shapes"]] == [0.5, 0.0]
+    assert record["points"] == 0.5
+    assert record["bands"] == [[1.1, 1.0], [2.5, 0.5]]
+
+
+def test_the_course_config_names_the_bands_the_code_defaults_to():
+    """Does nbgrader_config.py spell out the timing bands (so instructors find them), as the
+    code's defaults, and do they pass the check grading applies?"""
+    from traitlets.config.loader import PyFileConfigLoader
+
+    config = PyFileConfigLoader("nbgrader_config.py", path=str(REPO)).load_config()
+    pairs = [tuple(p) for p in config.GradeHiddenCells.timing_bands]
+    assert pairs == [(b.limit, b.fraction) for b in BANDS]
+    slowest = config.GradeHiddenCells.timing_slowest_fraction
+    assert slowest == timing_record.SLOWEST_FRACTION
+    assert timing_record.bands_from_config(pairs, slowest) == BANDS

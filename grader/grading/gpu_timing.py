@@ -25,7 +25,7 @@ import random
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
@@ -33,7 +33,17 @@ import torch
 import triton
 
 import grader.reference as reference
-from grader.grading.timing_record import SCHEMA, SIDECAR, TEST, ShapeTiming, band, from_json
+from grader.grading.timing_record import (
+    BANDS,
+    SCHEMA,
+    SIDECAR,
+    SLOWEST_FRACTION,
+    TEST,
+    Band,
+    ShapeTiming,
+    band,
+    from_json,
+)
 from learning.workshops.checking.child import child_env, context_lost
 from learning.workshops.checking.faults import (
     INTERNAL_ERROR,
@@ -232,8 +242,11 @@ def timing_points(
     impl: str | Path = SUBMISSION,
     sidecar: str | Path = SIDECAR,
     sandbox: Sandbox | None = None,
+    bands: Sequence[Band] = BANDS,
+    slowest: float = SLOWEST_FRACTION,
 ) -> float:
-    """Points for the hidden timing cell: the mean band over the hidden shapes.
+    """Points for the hidden timing cell: the mean band over the hidden shapes (`bands`,
+    and `slowest` for a correct kernel slower than all of them).
 
     The timing runs in a child process on the definitions in `impl` (the graded notebook):
     a crash or hang there scores 0 with its cause, and nothing the notebook's cells patch
@@ -247,10 +260,18 @@ def timing_points(
         refuse_in_autograde("timing_points")
     require_cuda()
     with checker_faults(TEST):
-        return _timing_points(max_points, Path(impl).resolve(), Path(sidecar).resolve(), sandbox)
+        impl, sidecar = Path(impl).resolve(), Path(sidecar).resolve()
+        return _timing_points(max_points, impl, sidecar, sandbox, bands, slowest)
 
 
-def _timing_points(max_points: float, path: Path, out: Path, sandbox: Sandbox | None) -> float:
+def _timing_points(
+    max_points: float,
+    path: Path,
+    out: Path,
+    sandbox: Sandbox | None,
+    bands: Sequence[Band],
+    slowest: float,
+) -> float:
     from grader.grading.hidden import last_line
     from grader.parallel import gpu_lock
 
@@ -289,7 +310,9 @@ def _timing_points(max_points: float, path: Path, out: Path, sandbox: Sandbox | 
             why = f"the timing process left no record it could read ({exc})"
     record = _read_record(out) if not why else None
     if record is not None:
-        why = exceeds_process_time(record, elapsed_s) or _score(record, max_points, out)
+        why = exceeds_process_time(record, elapsed_s) or _score(
+            record, max_points, out, bands, slowest
+        )
     elif not why:
         why = "the timing process wrote no readable record"
     if why:
@@ -303,10 +326,21 @@ def _timing_points(max_points: float, path: Path, out: Path, sandbox: Sandbox | 
     return record["points"]
 
 
-def _score(record: dict, max_points: float, out: Path) -> str:
-    """Give the child's record its points; why it is still no timing record, or ""."""
+def _score(
+    record: dict, max_points: float, out: Path, bands: Sequence[Band], slowest: float
+) -> str:
+    """Give the child's record its points, each shape's band worked out here from its ratio
+    with the course's `bands`; why it is still no timing record, or ""."""
+    for shape in record["shapes"]:
+        ratio, honest = shape.get("ratio"), shape.get("correct") is True and not shape["reason"]
+        if isinstance(ratio, (int, float)) and ratio > 0:  # else from_json says what is wrong
+            shape["fraction"] = band(ratio, bands, slowest) if honest else 0.0
+    if record["shapes"]:
+        record["fraction"] = sum(s["fraction"] for s in record["shapes"]) / len(record["shapes"])
     record["points"] = round(max_points * record["fraction"], 3)
     record["max_points"] = max_points
+    record["bands"] = [[b.limit, b.fraction] for b in bands]
+    record["slowest_fraction"] = slowest
     try:
         from_json(record, out)
     except RecordError as exc:

@@ -8,6 +8,8 @@ sandbox, so this module is part of the kit it sees (`grader.grading.trusted.TIMI
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Sequence
 from dataclasses import MISSING, Field, dataclass, field, fields
 from pathlib import Path
 
@@ -47,12 +49,34 @@ SLOWEST_FRACTION = 0.1
 """What a correct kernel slower than every band earns; a wrong one earns 0."""
 
 
-def band(ratio: float) -> float:
+def band(ratio: float, bands: Sequence[Band] = BANDS, slowest: float = SLOWEST_FRACTION) -> float:
     """The fraction of the points a correct kernel earns at this student/reference ratio."""
-    for each in BANDS:
+    for each in bands:
         if ratio <= each.limit:
             return each.fraction
-    return SLOWEST_FRACTION
+    return slowest
+
+
+def bands_from_config(pairs: Sequence[Sequence[float]], slowest: float) -> tuple[Band, ...]:
+    """Bands from the course's configuration, [(limit, fraction), ...] (see nbgrader_config.py);
+    ValueError, saying what is wrong, unless the limits rise from above 1, the fractions fall
+    within (0, 1], and the slowest fraction is below the last band's."""
+    labels = {1.0: "full points", 0.75: "3/4", 0.5: "1/2", 0.25: "1/4"}
+    bands = tuple(Band(float(a), float(f), labels.get(float(f), f"{float(f):g}")) for a, f in pairs)
+    problem = ""
+    if not bands:
+        problem = "no band is given"
+    elif bands[0].limit < 1:
+        problem = f"the first limit, {bands[0].limit:g}, is below 1 (the reference's own ratio)"
+    elif any(a.limit >= b.limit or a.fraction < b.fraction for a, b in itertools.pairwise(bands)):
+        problem = "the limits must rise and the fractions must not"
+    elif not all(0 < b.fraction <= 1 for b in bands):
+        problem = "every fraction must be above 0 and at most 1"
+    elif not 0 <= slowest <= bands[-1].fraction:
+        problem = f"the slowest fraction, {slowest:g}, must be between 0 and the last band's"
+    if problem:
+        raise ValueError(f"timing bands {[list(p) for p in pairs]}: {problem}")
+    return bands
 
 
 @dataclass(frozen=True)
@@ -94,6 +118,8 @@ class TimingRecord:
     reps: int = 0
     fraction: float | None = None  # the mean band over the shapes
     seconds: float | None = None  # how long the timing child measured
+    bands: list | None = None  # [[limit, fraction], ...] the grading scored with
+    slowest_fraction: float | None = None  # what a correct kernel slower than them earned
 
 
 def load(path: Path | str) -> TimingRecord:

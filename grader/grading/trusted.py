@@ -29,6 +29,7 @@ import nbformat
 import torch
 from nbformat import NotebookNode
 from nbgrader.preprocessors import NbGraderPreprocessor
+from traitlets import Float, List, Tuple
 
 from grader.grading.feedback import hidden_failure, timing_summary
 from grader.grading.grading_log import course_root, log_for
@@ -40,7 +41,13 @@ from grader.grading.hidden import (
     run_hidden,
 )
 from grader.grading.sandbox import AHEAD, split_hidden_tests
-from grader.grading.timing_record import MAX_POINTS
+from grader.grading.timing_record import (
+    BANDS,
+    MAX_POINTS,
+    SLOWEST_FRACTION,
+    Band,
+    bands_from_config,
+)
 from grader.grading.timing_record import SIDECAR as TIMING_SIDECAR
 from grader.seeding import MissingSecret, course_secret
 from learning.workshops.checking.cases import OPS
@@ -248,13 +255,19 @@ class Runner:
         seen = str(self.impl.with_name(record.name))
         return Sandbox(self.wrap, str(self.impl), seen, record, self.draw.key, self.timing_child)
 
+    bands: tuple[Band, ...] = BANDS
+    slowest: float = SLOWEST_FRACTION
+    """The timing's bands, as the course configures them (GradeHiddenCells)."""
+
     def timing_points(self, max_points: float = MAX_POINTS, **__) -> list[NotebookNode]:
         from grader.grading.gpu_timing import timing_points
 
         sandbox = self.timing_sandbox()
         sidecar = Path(TIMING_SIDECAR).resolve()
         with contextlib.redirect_stdout(io.StringIO()):  # it names the hidden shapes
-            points = timing_points(max_points, sidecar=sidecar, sandbox=sandbox)
+            points = timing_points(
+                max_points, sidecar=sidecar, sandbox=sandbox, bands=self.bands, slowest=self.slowest
+            )
         summary = timing_summary(json.loads(sidecar.read_text()))
         result = nbformat.v4.new_output("execute_result", data={"text/plain": repr(points)})
         return [_stream(summary), result]
@@ -384,6 +397,16 @@ class StartChecksAhead(NbGraderPreprocessor):
 class GradeHiddenCells(NbGraderPreprocessor):
     """Grade every hidden region of the notebook here, on the trusted side (see the module)."""
 
+    timing_bands = List(
+        Tuple(Float(), Float()),
+        default_value=[(b.limit, b.fraction) for b in BANDS],
+        help="The GPU timing's bands, [(limit, fraction), ...]: a correct kernel at most "
+        "`limit` times the reference's time earns `fraction` of the timing points.",
+    ).tag(config=True)
+    timing_slowest_fraction = Float(
+        SLOWEST_FRACTION, help="What a correct kernel slower than every band earns."
+    ).tag(config=True)
+
     def preprocess(self, nb: NotebookNode, resources: dict):
         log = log_for(self.config, resources)
         try:
@@ -406,6 +429,8 @@ class GradeHiddenCells(NbGraderPreprocessor):
                 runner = stack.enter_context(sandboxed_copy(nb, draw))
             stack.enter_context(contextlib.chdir(folder))
             runner.say = say
+            runner.bands = bands_from_config(self.timing_bands, self.timing_slowest_fraction)
+            runner.slowest = self.timing_slowest_fraction
             for cell in nb.cells:  # the sidecars go beside the graded notebook
                 region = hidden_region(cell.source) if cell.cell_type == "code" else None
                 if region is not None:
