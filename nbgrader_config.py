@@ -84,7 +84,6 @@ c.ExportApp.plugin_class = "grader.export.StatusCsvExport"
 c.AssignLatePenalties.plugin_class = "grader.grading.late.DailyLatePenalty"
 c.DailyLatePenalty.percent_per_day = 10.0
 c.DailyLatePenalty.grace_minutes = 15.0
-c.DailyLatePenalty.grace_minutes = 15.0
 
 # GPU timing (issue 13): a correct kernel at most `limit` times the reference's median time
 # (the ratio of medians, timed interleaved on the hidden shapes) earns `fraction` of the timing
