@@ -18,8 +18,9 @@ endif
 
 .PHONY: demo test release check student-bundle secret venv
 
+# The release is generated inside the scratch course (grader.course.new_course): demo writes
+# only scratch/demo and reports/cohort.
 demo: $(SETUP)  ## build the release, autograde the sample cohort in a scratch course, write the report
-	$(PYTHON) -m nbgrader generate_assignment i1_strided_softmax --force --log-level=WARN
 	$(PYTHON) -m grader.demo --course scratch/demo --report reports/cohort
 
 test: $(SETUP)  ## every test (GPU tests skip without a CUDA device)

@@ -23,7 +23,6 @@ from grader import cohort, course, sample_cohort
 from grader.grading.sandbox import SandboxUnavailable, add_unsafe_option, ready_to_grade
 from grader.parallel import autograde_parallel
 from learning.workshops.check import UsageError
-from learning.workshops.measuring.results import H200_SAMPLE
 from learning.workshops.paths import unwritable
 
 
@@ -84,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     run = autograde_parallel(root, args.workers)
     steps.update()
     steps.set_postfix_str("cohort report")
-    index = cohort.write_report(root, course.ASSIGNMENT, args.report, H200_SAMPLE)
+    index = cohort.write_report(root, course.ASSIGNMENT, args.report)
     steps.update()
     steps.close()
     print(score_table(root, [m.student for m in members], tuple(run.failed)))

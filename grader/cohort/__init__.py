@@ -11,7 +11,7 @@ it) and `cli`. The names below are the ones notebooks, scripts and tests use.
 
 from grader.cohort.cell_keys import calls_function, check_keys, sidecar_keys
 from grader.cohort.cli import main
-from grader.cohort.figures import PLOTS, Plot, save_plots
+from grader.cohort.figures import PLOTS, Plot, drawn_plots, missing_plots_note, save_plots
 from grader.cohort.gradebook import load_gradebook
 from grader.cohort.page import _scores_html, write_html
 from grader.cohort.plots import plot_hints, plot_pass_rates, plot_scores
@@ -24,7 +24,7 @@ from grader.cohort.records import (
     StudentRecord,
     Summary,
 )
-from grader.cohort.report import build_report, write_report
+from grader.cohort.report import DEFAULT_BENCHMARK, build_report, notebook_report, write_report
 from grader.cohort.sidecars import (
     load_cohort,
     load_hints,
@@ -33,7 +33,8 @@ from grader.cohort.sidecars import (
     read_sidecars,
 )
 from grader.cohort.speed_plots import plot_bandwidth, plot_kernel_vs_reference, plot_speedup
-from grader.cohort.summary import NEEDS_GPU, cells_needing_gpu, summarize, summary_lines
+from grader.cohort.style import NEEDS_GPU
+from grader.cohort.summary import summarize, summary_lines
 from grader.cohort.tables import (
     COLUMNS,
     STATUSES,
@@ -51,6 +52,7 @@ from learning.workshops.checking.sidecars import HINTS_SCHEMA, HINTS_SIDECAR, Re
 
 __all__ = [
     "COLUMNS",
+    "DEFAULT_BENCHMARK",
     "HINTS_SCHEMA",
     "HINTS_SIDECAR",
     "NEEDS_GPU",
@@ -72,8 +74,8 @@ __all__ = [
     "build_report",
     "build_table",
     "calls_function",
-    "cells_needing_gpu",
     "check_keys",
+    "drawn_plots",
     "hint_table",
     "load_cohort",
     "load_gradebook",
@@ -81,6 +83,8 @@ __all__ = [
     "load_internal_errors",
     "load_timing",
     "main",
+    "missing_plots_note",
+    "notebook_report",
     "plot_bandwidth",
     "plot_hints",
     "plot_kernel_vs_reference",

@@ -30,15 +30,19 @@ def sidecar_keys(source: str) -> tuple[str, ...]:
 
 
 def _key(call: ast.Call) -> str | None:
-    """The key one call writes (see `learning.workshops.checking.sidecars`), or None."""
+    """The key one call writes (see `learning.workshops.checking.sidecars`), or None:
+    `expect_hidden(op, impl=...)` names its op first, `expect_cases(fn, op, names)` second."""
     name, args = _call_name(call), call.args
     if name in check_keys():
         return check_keys()[name]
-    op = _string(args[1]) if name in ("expect_cases", "expect_hidden") and len(args) > 1 else None
+    if name == "expect_hidden":
+        op = _string(args[0] if args else _keyword(call, "op"))
+        return None if op is None else hidden_key(op)
+    if name != "expect_cases":
+        return None
+    op = _string(args[1] if len(args) > 1 else _keyword(call, "op"))
     if op is None:
         return None
-    if name == "expect_hidden":
-        return hidden_key(op)
     names = args[2] if len(args) > 2 else _keyword(call, "names")
     listed = _strings(names)
     if listed is not None or names is None or _string(names) is None:  # not one name

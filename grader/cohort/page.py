@@ -10,7 +10,7 @@ from string import Template
 
 import pandas as pd
 
-from grader.cohort.figures import PLOTS
+from grader.cohort.figures import PLOTS, missing_plots_note
 from grader.cohort.records import Report
 from grader.cohort.summary import summary_lines
 from grader.cohort.tables import wide_table
@@ -26,7 +26,7 @@ def write_html(report: Report, out: Path, pngs: list[Path], tables: list[Path]) 
         title=html.escape(f"Cohort report: {report.cohort.assignment}"),
         course=html.escape(str(report.cohort.course)),
         summary="\n".join(f"<li>{html.escape(line)}</li>" for line in summary_lines(report)),
-        figures=_figures(pngs),
+        figures=_figures(pngs, missing_plots_note(report)),
         scores=_scores_html(report.table),
         downloads=", ".join(
             f'<a href="{html.escape(p.name)}">{html.escape(p.name)}</a>' for p in tables
@@ -37,14 +37,16 @@ def write_html(report: Report, out: Path, pngs: list[Path], tables: list[Path]) 
     return path
 
 
-def _figures(pngs: list[Path]) -> str:
-    """Each PNG inline, with its caption."""
+def _figures(pngs: list[Path], missing: str) -> str:
+    """Each PNG inline, with its caption; then the note on the plots not drawn, if any."""
     captions = {plot.name: html.escape(plot.caption) for plot in PLOTS}
-    return "\n".join(
+    figures = [
         f'<figure><img src="{html.escape(p.name)}" alt="{captions[p.name]}">'
         f"<figcaption>{captions[p.name]}</figcaption></figure>"
         for p in pngs
-    )
+    ]
+    note = [f'<p class="note">{html.escape(missing)}</p>'] if missing else []
+    return "\n".join(figures + note)
 
 
 def _scores_html(table: pd.DataFrame) -> str:

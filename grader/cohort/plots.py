@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
 
 import numpy as np
 import pandas as pd
@@ -20,7 +19,8 @@ def plot_scores(table: pd.DataFrame) -> Figure:
     """Histogram of total points over graded students; the others are named, not drawn."""
     summed = totals(table)
     graded = summed[summed["status"] == "graded"]["total"]
-    max_total = float(summed["max_total"].max()) if len(summed) else 0.0
+    available = summed.loc[graded.index, "max_total"] if len(graded) else summed["max_total"]
+    max_total = float(available.max()) if len(available) else 0.0
     fig = Figure(figsize=(8, 4.6), layout="constrained")
     ax = fig.add_subplot()
     ax.set_label("scores")
@@ -29,7 +29,7 @@ def plot_scores(table: pd.DataFrame) -> Figure:
         message(ax, "no graded submissions yet: run nbgrader autograde")
     else:
         _histogram(ax, graded, max_total)
-    ax.set_xlabel(f"total points (of {max_total:g}){_pending_note(table)}")
+    ax.set_xlabel(f"total points (of {max_total:g}){_pending_note(table)}{_no_gpu_note(table)}")
     ax.set_ylabel("students")
     left_out = _left_out(summed)
     if left_out:
@@ -65,6 +65,15 @@ def _pending_note(table: pd.DataFrame) -> str:
     return f"; {points:g} points graded by hand are not in yet for {students} students"
 
 
+def _no_gpu_note(table: pd.DataFrame) -> str:
+    no_gpu = table[table["status"] == "no GPU"]
+    if no_gpu.empty:
+        return ""
+    points = no_gpu.drop_duplicates("cell")["max_score"].sum()
+    students = no_gpu["student"].nunique()
+    return f"\nthe timing cell's {points:g} points are left out for {students} students: no GPU"
+
+
 def _left_out(summed: pd.DataFrame) -> str:
     parts = []
     for status in ("ungradable", "not graded", "no submission"):
@@ -74,11 +83,11 @@ def _left_out(summed: pd.DataFrame) -> str:
     return "; ".join(parts)
 
 
-def plot_pass_rates(table: pd.DataFrame, needs_gpu: Iterable[str] = ()) -> Figure:
+def plot_pass_rates(table: pd.DataFrame) -> Figure:
     """For each autograded cell, in notebook order: the share of graded students at full marks.
 
-    Cells in `needs_gpu` (the timing cell of a course autograded without a GPU) say so.
-    """
+    Students whose timing cell found no GPU are left out of its bar, which says so (grey when
+    no student had one)."""
     graded = table[(table["status"] == "graded") & (table["kind"] != "manual")]
     cells = table[table["kind"] != "manual"].drop_duplicates("cell").sort_values("position")
     students = graded["student"].nunique()
@@ -88,8 +97,10 @@ def plot_pass_rates(table: pd.DataFrame, needs_gpu: Iterable[str] = ()) -> Figur
     if students == 0:
         message(ax, "no graded submissions yet: run nbgrader autograde")
         return fig
+    no_gpu = table[table["status"] == "no GPU"]["cell"].value_counts()
     for y, cell in enumerate(cells.itertuples()):
-        _pass_bar(ax, y, cell, graded[graded["cell"] == cell.cell]["score"], set(needs_gpu))
+        scores = graded[graded["cell"] == cell.cell]["score"]
+        _pass_bar(ax, y, cell, scores, int(no_gpu.get(cell.cell, 0)))
     ax.set_yticks(range(len(cells)), [f"{c.cell} ({c.max_score:g} pt)" for c in cells.itertuples()])
     ax.invert_yaxis()
     ax.set_xlim(0, 100)
@@ -102,23 +113,30 @@ def plot_pass_rates(table: pd.DataFrame, needs_gpu: Iterable[str] = ()) -> Figur
             Patch(color=COLOURS["public"], label="public test: full marks"),
             Patch(color=COLOURS["hidden"], label="hidden test: full marks"),
             Patch(color=COLOURS["partial"], label="partial credit"),
+            Patch(color=COLOURS["missing"], label="no GPU: not run, left out"),
         ],
         loc="outside lower center",
-        ncols=3,
+        ncols=4,
         frameon=False,
     )
     return fig
 
 
-def _pass_bar(ax: Axes, y: int, cell, scores: pd.Series, needs_gpu: set[str]) -> None:
-    """One cell's bar: full marks, then partial credit, then how many of how many."""
+def _pass_bar(ax: Axes, y: int, cell, scores: pd.Series, no_gpu: int) -> None:
+    """One cell's bar: full marks, then partial credit, then how many of how many; a cell
+    that found no GPU for every student is a grey bar that says so."""
+    no_gpu_text = f"no GPU for {no_gpu} students: not run, left out"
+    if scores.empty and no_gpu:
+        ax.barh(y, 100, color=COLOURS["missing"], alpha=0.4, gid=f"nogpu:{cell.cell}")
+        ax.text(1, y, no_gpu_text, va="center", fontsize=9, color="#444444")
+        return
     full = float((scores >= cell.max_score).mean() * 100) if len(scores) else 0.0
-    partial = float(((scores > 0) & (scores < cell.max_score)).mean() * 100)
+    partial = float(((scores > 0) & (scores < cell.max_score)).mean() * 100) if len(scores) else 0.0
     ax.barh(y, full, color=COLOURS[cell.kind], gid=f"pass:{cell.cell}")
     ax.barh(y, partial, left=full, color=COLOURS["partial"])
     label = f"{int((scores >= cell.max_score).sum())}/{len(scores)}"
-    if cell.cell in needs_gpu:
-        label += "   (needs a GPU: autograded without one, so this cell scored 0)"
+    if no_gpu:
+        label += f"; {no_gpu_text}"
     ax.text(full + partial + 1, y, label, va="center", fontsize=9)
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from grader.grading.timing_record import TimingRecord
-from learning.workshops.measuring.results import Results
+from learning.workshops.measuring.results import H200_SAMPLE, Results
 
 
 class CohortError(Exception):
@@ -54,6 +54,7 @@ class StudentRecord:
     ungradable: str = ""  # why nbgrader could not grade the submission ("" when it did)
     restored: tuple[str, ...] = ()  # cells put back before grading (its grading record)
     unreadable: tuple[str, ...] = ()  # "FILE: reason" of each sidecar present but bad
+    no_gpu: bool = False  # its timing cell found no CUDA device (its grading record says so)
 
 
 @dataclass
@@ -85,6 +86,8 @@ class Summary:
     internal_errors: tuple[tuple[str, str], ...] = ()  # (student, cell) the checker failed in
     restored: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (student, cells put back)
     unreadable: tuple[tuple[str, str], ...] = ()  # (student, "FILE: reason")
+    no_gpu: tuple[str, ...] = ()  # graded students whose timing cell found no GPU
+    no_gpu_points: float = 0.0  # the timing cell's points, left out of their totals
 
 
 @dataclass
@@ -98,3 +101,12 @@ class Report:
     summary: Summary
     benchmark: Results | None = None
     benchmark_path: Path | None = None
+
+    @property
+    def benchmark_source(self) -> str:
+        """Where the copy roof and the direct/copy bars come from, in words."""
+        if self.benchmark_path is None:
+            return "no benchmark results"
+        if self.benchmark_path.resolve() == H200_SAMPLE.resolve():
+            return f"the course's recorded H200 run, {H200_SAMPLE.name}"
+        return f"--benchmark {self.benchmark_path}"

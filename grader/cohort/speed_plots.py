@@ -246,17 +246,18 @@ def _name(ax: Axes, student: str, xy: tuple[float, float]) -> None:
     ax.annotate(student, xy, xytext=(5, 0), textcoords="offset points", fontsize=8, va="center")
 
 
-def plot_bandwidth(timing: pd.DataFrame, benchmark: Results | None) -> Figure:
-    """GB/s of each student's kernel per hidden shape, under the copy roof of --benchmark."""
+def plot_bandwidth(timing: pd.DataFrame, benchmark: Results | None, source: str) -> Figure:
+    """GB/s of each student's kernel per hidden shape, under the copy roof of the benchmark
+    results `source` names (`Report.benchmark_source`)."""
     fig = Figure(figsize=(9, 5.2), layout="constrained")
     ax = fig.add_subplot()
     ax.set_label("bandwidth")
     title = "Effective bandwidth per hidden shape (logical bytes: 2 x M x N x 4)"
     roof = _roof_gbps(benchmark)
     roof_text = (
-        "copy roof missing: pass --benchmark FILE"
+        f"copy roof missing ({source})"
         if roof is None
-        else f"roof: device copy, {roof[0]:.0f} GB/s ({roof[1]}, --benchmark)"
+        else f"roof: device copy, {roof[0]:.0f} GB/s ({roof[1]}; from {source})"
     )
     if timing.empty:
         ax.set_title(title, loc="left")

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from matplotlib.axes import Axes
 
-from grader.cohort.summary import NEEDS_GPU
-
+NEEDS_GPU = "needs a GPU: no timing sidecars in this course"
 NEEDS_GPU_PANEL = f"{NEEDS_GPU}\n(autograde on a CUDA machine to time each student's kernel)"
 COLOURS = {
     "public": "#6baed6",

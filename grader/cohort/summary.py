@@ -9,8 +9,6 @@ import pandas as pd
 from grader.cohort.records import Cohort, Report, Summary
 from grader.cohort.tables import totals
 
-NEEDS_GPU = "needs a GPU: no timing sidecars in this course"
-
 
 def summarize(cohort: Cohort, table: pd.DataFrame) -> Summary:
     """The report's headline numbers."""
@@ -19,6 +17,7 @@ def summarize(cohort: Cohort, table: pd.DataFrame) -> Summary:
     reasons = table.drop_duplicates("student").set_index("student")["reason"]
     late = summed[summed["late_seconds"] > 0]["late_seconds"]
     faulty = table[table["status"] == "internal error"]
+    no_gpu = table[table["status"] == "no GPU"]
     return Summary(
         students=len(cohort.students),
         submitted=sum(r.submitted for r in cohort.students),
@@ -43,14 +42,9 @@ def summarize(cohort: Cohort, table: pd.DataFrame) -> Summary:
         internal_errors=tuple(zip(faulty["student"], faulty["cell"], strict=True)),
         restored=tuple((r.student, r.restored) for r in cohort.students if r.restored),
         unreadable=tuple((r.student, why) for r in cohort.students for why in r.unreadable),
+        no_gpu=tuple(dict.fromkeys(no_gpu["student"])),
+        no_gpu_points=float(no_gpu.drop_duplicates("cell")["max_score"].sum()),
     )
-
-
-def cells_needing_gpu(report: Report) -> list[str]:
-    """The timing cells, when no student has a timing sidecar (autograded without a GPU)."""
-    if report.summary.with_timing:
-        return []
-    return [c.name for c in report.cohort.cells if c.timing]
 
 
 def summary_lines(report: Report) -> list[str]:
@@ -62,7 +56,7 @@ def summary_lines(report: Report) -> list[str]:
         f"Hint sidecars: {s.with_hints} of {s.graded} graded students.",
         *_fault_lines(s),
         *_timing_lines(report),
-        _roof_line(report),
+        *_roof_lines(report),
     ]
 
 
@@ -89,7 +83,13 @@ def _score_line(s: Summary) -> str:
         if s.manual_points
         else ""
     )
-    return f"Mean score: {s.mean_score:.2f} of {s.max_score:g} points{pending}."
+    everyone = len(s.no_gpu) == s.graded
+    most = s.max_score - s.no_gpu_points if s.no_gpu and everyone else s.max_score
+    no_gpu = ""
+    if s.no_gpu:
+        whom = "" if everyone else f" for {len(s.no_gpu)} of them"
+        no_gpu = f" (the timing cell left out{whom}: no GPU, below)"
+    return f"Mean score: {s.mean_score:.2f} of {most:g} points{no_gpu}{pending}."
 
 
 def _fault_lines(s: Summary) -> list[str]:
@@ -111,23 +111,29 @@ def _fault_lines(s: Summary) -> list[str]:
 
 
 def _timing_lines(report: Report) -> list[str]:
-    """How many students have GPU timings; without any, that the speed plots need a GPU."""
+    """How many students have GPU timings, and whose timing cell found no GPU."""
     s = report.summary
-    if s.with_timing:
-        return [f"GPU timing sidecars: {s.with_timing} of {s.graded} graded students."]
-    lines = [
-        f"GPU timing: {NEEDS_GPU} (autograded without a CUDA device), so the speed plots "
-        "are empty. Autograde on a GPU machine to fill them."
-    ]
-    table = report.table
-    for cell in cells_needing_gpu(report):
-        scores = table.loc[(table["cell"] == cell) & (table["status"] == "graded"), "score"]
-        if len(scores) and (scores == 0).all():
-            lines.append(f"The timing cell {cell} scored 0 for every graded student: no GPU.")
+    lines = [f"GPU timing sidecars: {s.with_timing} of {s.graded} graded students."]
+    if s.no_gpu:
+        who = (
+            f"any of the {s.graded} graded students"
+            if len(s.no_gpu) == s.graded
+            else f"{len(s.no_gpu)} of the {s.graded} graded students ({', '.join(s.no_gpu)})"
+        )
+        lines.append(
+            f"No GPU: the timing cell could not run for {who}: autograded without a CUDA "
+            "device (the grading log says so), where nbgrader scores it 0. Shown grey as "
+            f'"no GPU" and left out of the totals and the mean ({s.no_gpu_points:g} points). '
+            "Autograde on a GPU machine to score it."
+        )
     return lines
 
 
-def _roof_line(report: Report) -> str:
+def _roof_lines(report: Report) -> list[str]:
+    """Where the speed plots' copy roof and direct/copy bars come from, when they are drawn."""
+    if report.timing.empty:
+        return []
     if report.benchmark is None:
-        return "Copy roof: no benchmark results given (--benchmark FILE)."
-    return f"Copy roof and direct/copy: {report.benchmark_path} ({report.benchmark.device})."
+        return ["Copy roof: no benchmark results."]
+    device = report.benchmark.device
+    return [f"Copy roof and direct/copy bars: {report.benchmark_source} ({device})."]

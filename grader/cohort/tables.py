@@ -11,14 +11,28 @@ import pandas as pd
 from grader.cohort.records import CellInfo, Cohort, StudentRecord
 from grader.cohort.timings import timing_columns
 
-STATUSES = ("graded", "manual", "internal error", "ungradable", "not graded", "no submission")
+STATUSES = (
+    "graded",
+    "manual",
+    "internal error",
+    "no GPU",
+    "ungradable",
+    "not graded",
+    "no submission",
+)
 """graded: the autograder scored it; manual: waiting for manual grading; internal error: the
 checker itself failed in this cell (its sidecar entry says so), so the score is no verdict on
-the student; ungradable: nbgrader has the submission but could not grade it (the reason is
-the cause in its grading record, e.g. "the kernel died: ...", as `nbgrader export` reports
-it; without a record, "no autograded notebook; see the autograde log"); not graded: no score
-for this cell, or submitted but not autograded yet; no submission: on the roster, nothing
-submitted."""
+the student; no GPU: the timing cell found no CUDA device at autograde (the grading record
+says so), so nbgrader's 0 is no verdict either and the cell is left out of the student's
+total and points available; ungradable: nbgrader has the submission but could not grade it
+(the reason is the cause in its grading record, e.g. "the kernel died: ...", as `nbgrader
+export` reports it; without a record, "no autograded notebook; see the autograde log"); not
+graded: no score for this cell, or submitted but not autograded yet; no submission: on the
+roster, nothing submitted."""
+NO_GPU_REASON = (
+    "autograded without a CUDA device, so the timing could not run: nbgrader's 0 is left out "
+    "of the total"
+)
 COLUMNS = (
     "student",
     "notebook",
@@ -89,6 +103,8 @@ def _cell_status(record: StudentRecord, cell: CellInfo) -> tuple[str, str, float
     extra = grade.extra_credit or 0.0
     if grade.manual_score is not None:
         return "graded", "graded by hand", grade.manual_score + extra
+    if cell.timing and record.no_gpu:
+        return "no GPU", NO_GPU_REASON, math.nan
     if record.internal & set(cell.sidecar_keys):
         return (
             "internal error",
@@ -139,14 +155,16 @@ def hint_table(cohort: Cohort) -> pd.DataFrame:
 
 
 def totals(table: pd.DataFrame) -> pd.DataFrame:
-    """Per student: status, points so far (graded cells) and the points available."""
+    """Per student: status, points so far (graded cells) and the points available (less a
+    timing cell that found no GPU)."""
     grouped = table.groupby("student", sort=True)
     statuses = grouped["status"].agg(_student_status)
+    available = table["max_score"].where(table["status"] != "no GPU", 0.0)
     return pd.DataFrame(
         {
             "status": statuses,
             "total": grouped["score"].sum(min_count=1).where(statuses == "graded"),
-            "max_total": grouped["max_score"].sum(),
+            "max_total": available.groupby(table["student"], sort=True).sum(),
             "late_seconds": grouped["late_seconds"].first(),
         }
     )
