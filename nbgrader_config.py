@@ -1,5 +1,6 @@
 """nbgrader configuration for the I1 course; the course directory is this repository."""
 
+import os
 from pathlib import Path
 
 from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor
@@ -27,6 +28,13 @@ c = get_config()  # noqa: F821 - provided by nbgrader
 ROOT = Path(__file__).resolve().parent
 c.CourseDirectory.root = str(ROOT)
 c.CourseDirectory.course_id = "i1-strided-softmax"
+# The gradebook: the SQLite file gradebook.db in the course folder, unless I1_GRADEBOOK_URL
+# names another database (PostgreSQL, so that several machines grade into one gradebook:
+# `python -m grader.parallel --shard I/N`, scripts/slurm_autograde.sbatch).
+if os.environ.get("I1_GRADEBOOK_URL"):
+    from grader.course import database_url
+
+    c.CourseDirectory.db_url = database_url(os.environ["I1_GRADEBOOK_URL"])
 
 # Triton's first compile and its CPU interpreter both outlast nbgrader's 30 s default.
 c.Execute.timeout = 600
@@ -94,6 +102,7 @@ c.DailyLatePenalty.grace_minutes = 15.0
 # with the run's noise (0.3 % between H200 runs), and grades already exported keep the old bands.
 c.GradeHiddenCells.timing_bands = [(1.10, 1.0), (1.5, 0.75), (2.5, 0.5), (5.0, 0.25)]
 c.GradeHiddenCells.timing_slowest_fraction = 0.1
+
 # Collecting from the LMS (`nbgrader zip_collect i1_strided_softmax`): put the LMS's download
 # (a zip of every submission) in downloaded/i1_strided_softmax/archive/; zip_collect unzips it
 # into downloaded/i1_strided_softmax/extracted/ and copies each notebook to

@@ -8,6 +8,8 @@ solution cells filled in from the source notebook, optionally with a zoo bug's e
 from __future__ import annotations
 
 import ast
+import contextlib
+import os
 import re
 import shutil
 import subprocess
@@ -57,6 +59,7 @@ def nbgrader(
 ) -> subprocess.CompletedProcess:
     """Run `nbgrader <args>` in the course at `root` (with `env` added to this process's
     environment); with `check`, raise CourseError on failure."""
+    alembic_on_path()  # nbgrader runs `alembic` when it creates the gradebook
     done = subprocess.run(
         [sys.executable, "-m", "nbgrader", *args],
         cwd=root,
@@ -199,27 +202,149 @@ def autograde(root: Path, *extra: str, env: dict[str, str] | None = None) -> Aut
 _FAILED_STUDENT = re.compile(r"error processing assignment '[^']+' for student '([^']+)'")
 
 
-def open_gradebook(url: str, course_id: str = "default_course"):
-    """nbgrader's Gradebook at `url`; a one-line CourseError when it is not a readable one."""
-    from nbgrader.api import Gradebook  # slow to import: only when a gradebook is opened
-    from sqlalchemy.exc import DatabaseError
+GRADEBOOK_URL_ENV = "I1_GRADEBOOK_URL"
+"""Environment variable with the gradebook's SQLAlchemy URL: the course's nbgrader_config.py
+reads it into `CourseDirectory.db_url`, so nbgrader and every grader command use it."""
+POSTGRES_DRIVER = "postgresql+psycopg"
+"""The PostgreSQL driver the `course` extra installs (psycopg 3, `psycopg[binary]`)."""
+CONNECT_TIMEOUT_S = 20
+"""Seconds a PostgreSQL connection may take before it fails (libpq's connect_timeout)."""
+_CREATE_LOCK = 0x1_5747_AD3B
+"""The PostgreSQL advisory lock under which a gradebook's tables are created, once."""
 
+
+def database_url(url: str) -> str:
+    """`url` with PostgreSQL's driver named: `postgresql://` and `postgres://` become
+    `postgresql+psycopg://`, the driver the `course` extra installs, whatever SQLAlchemy's
+    default for a plain URL is; a PostgreSQL URL without a `connect_timeout` gets one, so an
+    unreachable server fails in seconds, not minutes. Other URLs are returned as they are."""
+    url = url.strip()
+    for plain in ("postgresql://", "postgres://"):
+        if url.startswith(plain):
+            url = f"{POSTGRES_DRIVER}://{url[len(plain) :]}"
+    if url.startswith(f"{POSTGRES_DRIVER}://") and "connect_timeout=" not in url:
+        url += ("&" if "?" in url else "?") + f"connect_timeout={CONNECT_TIMEOUT_S}"
+    return url
+
+
+def gradebook_url(root: Path, url: str | None = None) -> str:
+    """The gradebook URL of the course at `root`, for every grader command: `url` when given
+    (a `--db` option), else the course's `CourseDirectory.db_url` (its nbgrader_config.py,
+    which reads I1_GRADEBOOK_URL), else the SQLite file `gradebook.db` in the course."""
+    url = url or _course_setting(root, "db_url")
+    return database_url(url) if url else f"sqlite:///{(Path(root) / 'gradebook.db').resolve()}"
+
+
+def course_id(root: Path) -> str:
+    """The course's `CourseDirectory.course_id`, nbgrader's default when it sets none."""
+    return _course_setting(root, "course_id") or "default_course"
+
+
+def _course_setting(root: Path, name: str) -> str | None:
+    """One `CourseDirectory` setting of the course's nbgrader_config.py; None when unset."""
+    from traitlets.config.loader import PyFileConfigLoader
+
+    if not (Path(root) / "nbgrader_config.py").is_file():
+        return None
+    config = PyFileConfigLoader("nbgrader_config.py", path=str(root)).load_config()
+    return config.get("CourseDirectory", {}).get(name) or None
+
+
+def sqlite_file(url: str) -> Path | None:
+    """The file of a SQLite gradebook URL; None for any other database."""
+    if not url.startswith("sqlite:///"):
+        return None
+    return Path(url.removeprefix("sqlite:///").split("?")[0])
+
+
+def shown_url(url: str) -> str:
+    """`url` as messages show it: a SQLite file's path, any other URL without its password."""
+    path = sqlite_file(url)
+    if path is not None:
+        return str(path)
     try:
-        return Gradebook(url, course_id)
+        from sqlalchemy.engine import make_url
+
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:  # not a URL at all: shown as given, less anything after a colon
+        return url.split("@")[-1]
+
+
+def alembic_on_path() -> None:
+    """Put this Python's `bin` folder on PATH when `alembic` is not on it (a `.venv` Python
+    run by its path): nbgrader runs the `alembic` command when it creates a gradebook, and
+    without it the new gradebook is left without its version stamp."""
+    if shutil.which("alembic") is None and (Path(sys.executable).parent / "alembic").exists():
+        os.environ["PATH"] = os.pathsep.join(
+            p for p in (str(Path(sys.executable).parent), os.environ.get("PATH")) if p
+        )
+
+
+def open_gradebook(url: str, course_id: str = "default_course"):
+    """nbgrader's Gradebook at `url`; a one-line CourseError when it is not a readable one.
+
+    On PostgreSQL the gradebook is opened under an advisory lock, so that processes started
+    at once (shards on several nodes) create its tables and course row once, not in a race.
+    """
+    from nbgrader.api import Gradebook  # slow to import: only when a gradebook is opened
+    from sqlalchemy.exc import ArgumentError, DatabaseError, NoSuchModuleError
+
+    alembic_on_path()
+    url = database_url(url)
+    try:
+        with _created_once(url):
+            return Gradebook(url, course_id)
     except DatabaseError as exc:
-        where = url.removeprefix("sqlite:///").split("?")[0]
+        reason = _first_line(exc.orig if exc.orig is not None else exc)
+        if sqlite_file(url) is not None:
+            raise CourseError(
+                f"cannot read the gradebook {shown_url(url)} ({reason}): check that it is the "
+                "course's nbgrader gradebook and that no other process holds it"
+            ) from None
         raise CourseError(
-            f"cannot read the gradebook {where} ({exc.orig}): check that it is the course's "
-            "nbgrader gradebook and that no other process holds it"
+            f"cannot open the gradebook {shown_url(url)} ({reason}): check the URL (--db, "
+            f"{GRADEBOOK_URL_ENV} or CourseDirectory.db_url) and that its server is up"
+        ) from None
+    except (ArgumentError, NoSuchModuleError, ModuleNotFoundError) as exc:
+        reason = _first_line(exc)
+        raise CourseError(
+            f"cannot open the gradebook {shown_url(url)} ({reason}): give an SQLAlchemy URL "
+            "such as postgresql://USER:PASSWORD@HOST:5432/DATABASE, with the `course` extra "
+            'installed (pip install -e ".[course]" brings the psycopg driver)'
         ) from None
 
 
-def cell_scores(root: Path) -> list[CellScore]:
-    """Every autograded test cell's score, per student, from the course's gradebook."""
+def _first_line(error: BaseException) -> str:
+    return (str(error).strip().splitlines() or [type(error).__name__])[0]
+
+
+@contextlib.contextmanager
+def _created_once(url: str):
+    """Hold a PostgreSQL advisory lock for the block (nothing for other databases)."""
+    if not url.startswith("postgresql"):
+        yield
+        return
+    from sqlalchemy import create_engine, text
+
+    engine = create_engine(url)
+    try:
+        with engine.connect() as connection:
+            connection.execute(text("SELECT pg_advisory_lock(:key)"), {"key": _CREATE_LOCK})
+            try:
+                yield
+            finally:
+                connection.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": _CREATE_LOCK})
+    finally:
+        engine.dispose()
+
+
+def cell_scores(root: Path, url: str | None = None) -> list[CellScore]:
+    """Every autograded test cell's score, per student, from the course's gradebook (or the
+    one at `url`)."""
     from nbgrader.api import MissingEntry
 
     scores = []
-    with open_gradebook(f"sqlite:///{root / 'gradebook.db'}") as gradebook:
+    with open_gradebook(gradebook_url(root, url)) as gradebook:
         for student in gradebook.students:
             try:
                 submission = gradebook.find_submission_notebook(

@@ -1,6 +1,7 @@
 """Autograde a cohort in parallel: N nbgrader worker processes share one gradebook.
 
     python -m grader.parallel i1_strided_softmax [--course PATH] [--workers N]
+                              [--db URL] [--shard I/N] [--student S ...]
 
 Design. Each of N worker processes starts nbgrader's `autograde` app once, configured
 exactly as the command line configures it (plus a gradebook URL with a busy timeout), and
@@ -40,9 +41,23 @@ The shared SQLite gradebook:
   course row exist (no two workers race to create them), and checks that the assignment
   is in it.
 
+More than one machine. `--shard I/N` grades shard I of N (counting from 1): of the
+submitted students (or those named with --student), sorted by name, the I-th, the I+N-th,
+and so on; the N shards together take every student once. N machines that see the same
+course folder (a shared filesystem) and the same PostgreSQL gradebook (`--db URL`, or
+I1_GRADEBOOK_URL, or the course's `CourseDirectory.db_url`: `grader.course.gradebook_url`)
+grade one course into one gradebook; `scripts/slurm_autograde.sbatch` runs them as a Slurm
+job array. SQLite's file locks are no use across machines, PostgreSQL's rows are: the shards
+write disjoint students, and each shard opens the gradebook first under a PostgreSQL
+advisory lock (`grader.course.open_gradebook`), so shards started at once create its tables
+once. Workers get the URL in their environment, not on their command line, where any user
+of the machine could read its password.
+
 GPU timing, one at a time per GPU: worker k is pinned to the k-th visible GPU, round
 robin, with CUDA_VISIBLE_DEVICES, and gets I1_GPU_LOCK, the path of that GPU's lock file
-in the course (`autograded/.gpu-<id>.lock`: git-ignored, unseen by nbgrader's globs).
+in the course (`autograded/.gpu-<host>-<id>.lock`, named after the machine too, since a
+course on a shared filesystem is graded from several: git-ignored, unseen by nbgrader's
+globs).
 Student kernels inherit both. The hidden timing cell holds `gpu_lock()`, an exclusive
 `fcntl.flock` on that file, while it times: correctness cells run in parallel, timings on
 one GPU never overlap. Without a GPU neither variable is set. With more workers than GPUs,
@@ -62,6 +77,8 @@ import json
 import logging
 import os
 import queue
+import re
+import socket
 import subprocess
 import sys
 import tempfile
@@ -72,7 +89,14 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader.course import CourseError, open_gradebook
+from grader.course import (
+    GRADEBOOK_URL_ENV,
+    CourseError,
+    course_id,
+    gradebook_url,
+    open_gradebook,
+    shown_url,
+)
 from grader.grading.sandbox import SandboxUnavailable, add_unsafe_option, ready_to_grade
 from learning.workshops.checking.child import child_env
 
@@ -117,6 +141,7 @@ class ParallelRun:
     failed: tuple[str, ...]
     wall_s: float
     workers: int
+    shard: tuple[int, int] | None = None
 
 
 @contextlib.contextmanager
@@ -159,20 +184,60 @@ def visible_gpus() -> list[str]:
     return [str(index) for index in range(count)]
 
 
-def gradebook_url(root: Path) -> tuple[str, str]:
-    """The course's gradebook URL with a long busy timeout, and its course id.
+def worker_gradebook(root: Path, url: str | None = None) -> tuple[str, str]:
+    """The gradebook URL the workers use, and the course id.
 
-    Read from the course's `nbgrader_config.py`; a SQLite URL without a timeout of its own
-    gets BUSY_TIMEOUT_S.
+    The URL is `grader.course.gradebook_url`'s (`url`, else the course's config, else the
+    SQLite file); a SQLite URL without a timeout of its own gets BUSY_TIMEOUT_S.
     """
-    from traitlets.config.loader import PyFileConfigLoader
-
-    config = PyFileConfigLoader("nbgrader_config.py", path=str(root)).load_config()
-    settings = config.get("CourseDirectory", {})
-    url = settings.get("db_url") or f"sqlite:///{(root / 'gradebook.db').resolve()}"
+    url = gradebook_url(root, url)
     if url.startswith("sqlite:") and "timeout=" not in url:
         url += ("&" if "?" in url else "?") + f"timeout={BUSY_TIMEOUT_S:g}"
-    return url, settings.get("course_id") or "default_course"
+    return url, course_id(root)
+
+
+def parse_shard(spec: str) -> tuple[int, int]:
+    """`I/N` as (I, N): shard I of N, counting from 1. ValueError, in one line, otherwise."""
+    match = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", spec)
+    index, count = map(int, match.groups()) if match else (0, 0)
+    if not match or count < 1 or not 1 <= index <= count:
+        raise ValueError(
+            f"--shard takes I/N, shard I of N counting from 1 (1/2 and 2/2 on two machines), "
+            f"got {spec!r}"
+        )
+    return index, count
+
+
+def shard_of(students: Sequence[str], shard: tuple[int, int] | None) -> list[str]:
+    """Shard I of N of `students`: sorted by name, the I-th, the I+N-th, ... (from 1)."""
+    if shard is None:
+        return list(students)
+    index, count = shard
+    return sorted(students)[index - 1 :: count]
+
+
+def select_students(
+    root: Path,
+    assignment: str,
+    students: Sequence[str] | None = None,
+    shard: tuple[int, int] | None = None,
+) -> list[str]:
+    """The students a run grades: `students` (default: every submission), then its shard.
+
+    ParallelError when the course or a named student's submission is missing.
+    """
+    root = Path(root).resolve()
+    if not (root / "nbgrader_config.py").is_file():
+        raise ParallelError(f"{root} is not a course: it has no nbgrader_config.py")
+    available = submitted_students(root, assignment)
+    chosen = available if students is None else list(dict.fromkeys(students))
+    missing = sorted(set(chosen) - set(available))
+    if missing:
+        raise ParallelError(
+            f"no submitted notebook for {', '.join(missing)} under {root / 'submitted'}: "
+            f"check the names, or collect their submissions first"
+        )
+    return shard_of(chosen, shard)
 
 
 def worker_env(root: Path, slot: int, gpus: Sequence[str], threads: int | None) -> dict[str, str]:
@@ -183,15 +248,19 @@ def worker_env(root: Path, slot: int, gpus: Sequence[str], threads: int | None) 
     if gpus:
         gpu = gpus[slot % len(gpus)]
         env["CUDA_VISIBLE_DEVICES"] = gpu
-        env[GPU_LOCK_ENV] = str(root / "autograded" / f".gpu-{gpu.replace(os.sep, '_')}.lock")
+        host = socket.gethostname().split(".")[0]
+        name = f".gpu-{host}-{gpu}.lock".replace(os.sep, "_")
+        env[GPU_LOCK_ENV] = str(root / "autograded" / name)
     return env
 
 
-def serve(assignment: str, url: str) -> int:
+def serve(assignment: str, url: str | None = None) -> int:
     """Worker side: autograde each student named on stdin; answer one JSON line each.
 
-    Runs what `nbgrader autograde ASSIGNMENT --force --student S` runs, one app for all.
+    Runs what `nbgrader autograde ASSIGNMENT --force --student S` runs, one app for all,
+    into the gradebook at `url` (default: I1_GRADEBOOK_URL, which the parent sets).
     """
+    url = url or os.environ[GRADEBOOK_URL_ENV]
     from nbgrader.apps.nbgraderapp import NbGraderApp
     from nbgrader.converters import Autograde, NbGraderException
 
@@ -229,8 +298,10 @@ class _Worker:
     """The parent's handle on one worker process: hand it a student, read its reply."""
 
     def __init__(self, root: Path, assignment: str, url: str, slot: int, env: dict) -> None:
-        self.command = [sys.executable, "-m", "grader.parallel", _SERVE, assignment, url]
-        self.root, self.slot, self.env = root, slot, env
+        self.command = [sys.executable, "-m", "grader.parallel", _SERVE, assignment]
+        # the URL in the environment (I1_GRADEBOOK_URL), not on the command line: `ps` shows
+        # a command line to every user of the machine, password and all
+        self.root, self.slot, self.env = root, slot, {**env, GRADEBOOK_URL_ENV: url}
         self.process: subprocess.Popen | None = None
         self.stderr = tempfile.TemporaryFile()
 
@@ -294,8 +365,9 @@ def _prime_gradebook(url: str, course_id: str, assignment: str) -> None:
             gradebook.find_assignment(assignment)
         except MissingEntry:
             raise ParallelError(
-                f"assignment {assignment!r} is not in the gradebook ({url}): "
-                f"run `nbgrader generate_assignment {assignment}` in the course first"
+                f"assignment {assignment!r} is not in the gradebook ({shown_url(url)}): "
+                f"run `nbgrader generate_assignment {assignment}` in the course first, "
+                "with the same gradebook URL"
             ) from None
 
 
@@ -350,27 +422,22 @@ def autograde_parallel(
     assignment: str = "i1_strided_softmax",
     gpus: Sequence[str] | None = None,
     progress: bool = False,
+    url: str | None = None,
+    shard: tuple[int, int] | None = None,
 ) -> ParallelRun:
     """Autograde `students` (default: every submission) of the course at `root` in parallel.
 
     `gpus` overrides the visible GPUs (workers share them round robin). A student nbgrader
     cannot grade is listed in `failed`, as a sequential run would log it, never raised.
+    `url` overrides the course's gradebook URL; `shard` (I, N) grades only shard I of N of
+    the students (`shard_of`).
     """
     root = Path(root).resolve()
     if workers < 1:
         raise ValueError(f"workers must be at least 1, got {workers}: pass --workers 2, say")
-    if not (root / "nbgrader_config.py").is_file():
-        raise ParallelError(f"{root} is not a course: it has no nbgrader_config.py")
-    available = submitted_students(root, assignment)
-    students = available if students is None else list(dict.fromkeys(students))
-    missing = sorted(set(students) - set(available))
-    if missing:
-        raise ParallelError(
-            f"no submitted notebook for {', '.join(missing)} under {root / 'submitted'}: "
-            f"check the names, or collect their submissions first"
-        )
-    url, course_id = gradebook_url(root)
-    _prime_gradebook(url, course_id, assignment)
+    students = select_students(root, assignment, students, shard)
+    url, course = worker_gradebook(root, url)
+    _prime_gradebook(url, course, assignment)
     (root / "autograded").mkdir(exist_ok=True)
     gpus = visible_gpus() if gpus is None else list(gpus)
     workers = min(workers, max(1, len(students)))
@@ -384,7 +451,7 @@ def autograde_parallel(
     wall_s = time.monotonic() - started
     runs = tuple(results[student] for student in students)
     failed = tuple(run.student for run in runs if run.failed)
-    return ParallelRun(runs, failed, wall_s, workers)
+    return ParallelRun(runs, failed, wall_s, workers, shard)
 
 
 def _report(run: ParallelRun) -> str:
@@ -398,11 +465,18 @@ def _report(run: ParallelRun) -> str:
     for r in run.runs:
         if r.failed:
             lines.append(f"\n--- nbgrader log for {r.student} ---\n{r.log.strip()}")
+    shard = f"shard {run.shard[0]}/{run.shard[1]}: " if run.shard else ""
     lines.append(
-        f"\n{len(run.runs)} submissions, {len(run.failed)} failed, "
+        f"\n{shard}{len(run.runs)} submissions, {len(run.failed)} failed, "
         f"{run.workers} workers, {run.wall_s:.0f} s wall"
     )
     return "\n".join(lines)
+
+
+def _taken(shard: tuple[int, int], taken: Sequence[str], of: int) -> str:
+    """The line that says which students a shard took, of how many."""
+    names = ", ".join(taken) if taken else "none"
+    return f"shard {shard[0]}/{shard[1]} takes {len(taken)} of {of} students: {names}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -421,16 +495,36 @@ def main(argv: list[str] | None = None) -> int:
         help="nbgrader processes at once (default: the number of CPU cores)",
     )
     parser.add_argument("--student", action="append", help="grade only this student (repeat)")
+    parser.add_argument(
+        "--db",
+        metavar="URL",
+        help="the gradebook's SQLAlchemy URL, e.g. postgresql://USER:PASSWORD@HOST/DB "
+        "(default: the course's CourseDirectory.db_url, which this course takes from "
+        "I1_GRADEBOOK_URL; else its gradebook.db)",
+    )
+    parser.add_argument(
+        "--shard",
+        metavar="I/N",
+        help="grade shard I of N (from 1): of the students sorted by name, the I-th, I+N-th, "
+        "...; N machines with --shard 1/N ... N/N grade every student once",
+    )
     add_unsafe_option(parser)
     args = parser.parse_args(argv)
+    course = Path(args.course)
     try:
-        ready_to_grade(Path(args.course), args.unsafe_no_sandbox)
+        shard = parse_shard(args.shard) if args.shard is not None else None
+        if shard is not None:  # which students this machine takes, before it grades them
+            chosen = select_students(course, args.assignment, args.student)
+            print(_taken(shard, shard_of(chosen, shard), len(chosen)), file=sys.stderr, flush=True)
+        ready_to_grade(course, args.unsafe_no_sandbox)
         run = autograde_parallel(
-            Path(args.course),
+            course,
             args.workers,
             args.student,
             assignment=args.assignment,
             progress=True,
+            url=args.db,
+            shard=shard,
         )
     except (ParallelError, CourseError, ValueError, SandboxUnavailable) as error:
         print(f"parallel: {error}", file=sys.stderr)

@@ -1,6 +1,7 @@
 """Re-run the hidden checks of every autograded submission in fresh, isolated processes.
 
-    python -m grader.recheck i1_strided_softmax [--course PATH] [--json]
+    python -m grader.recheck i1_strided_softmax [--course PATH] [--json] [--student S ...]
+                             [--db URL]
 
 nbgrader scores a cell by whether it ended in an error. Hidden cells are graded outside the
 student's sandboxed kernel (grader.grading.trusted), and this command checks that the gradebook
@@ -10,6 +11,12 @@ on the cases drawn for that submission, reads the timing cell's points from the 
 trusted side wrote (it does not time again), and lists every cell where the gradebook and
 the recheck disagree. Exit status: 0 when they agree, 1 when any disagree, 2 for a usage
 error.
+
+`--student S` (repeatable) rechecks only those students. A progress line per student goes
+to stderr as each one is done (each takes tens of seconds on a CPU), so stdout keeps only
+the result. The gradebook is the course's (`grader.course.gradebook_url`: `--db URL`, else
+the course's CourseDirectory.db_url, which this course takes from I1_GRADEBOOK_URL, else
+its gradebook.db), PostgreSQL included.
 """
 
 from __future__ import annotations
@@ -17,7 +24,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Collection
+import time
+from collections.abc import Callable, Collection
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -91,19 +99,48 @@ def recheck_cell(cell: str, folder: Path, runner: Runner) -> tuple[float, str]:
     return float(passed), evidence
 
 
-def recheck_course(root: Path, students: Collection[str] = ()) -> list[Disagreement]:
-    """Every disagreement between the gradebook and a fresh recheck, over all submissions
-    (or those of `students`)."""
-    scores = {(s.student, s.cell): s for s in course.cell_scores(root)}
+Progress = Callable[[int, int, str, list[Disagreement], float], None]
+"""Told after each student: (done, of, student, that student's disagreements, seconds)."""
+
+
+def recheck_course(
+    root: Path,
+    students: Collection[str] = (),
+    url: str | None = None,
+    progress: Progress | None = None,
+) -> list[Disagreement]:
+    """Every disagreement between the gradebook (the course's, or the one at `url`) and a
+    fresh recheck, over all submissions (or those of `students`); `progress` is told as
+    each student is done."""
+    url = course.gradebook_url(root, url)
+    scores = {(s.student, s.cell): s for s in course.cell_scores(root, url)}
+    folders = [
+        folder
+        for folder in sorted((root / "autograded").glob(f"*/{course.ASSIGNMENT}"))
+        if (folder / course.NOTEBOOK).is_file() and (not students or folder.parent.name in students)
+    ]
     disagreements = []
-    for folder in sorted((root / "autograded").glob(f"*/{course.ASSIGNMENT}")):
+    for done, folder in enumerate(folders, 1):
+        started = time.monotonic()
         student, notebook = folder.parent.name, folder / course.NOTEBOOK
-        if not notebook.is_file() or students and student not in students:
-            continue
-        draw = draw_for(f"sqlite:///{root / 'gradebook.db'}", course.ASSIGNMENT, student, root)
+        draw = draw_for(url, course.ASSIGNMENT, student, root)
         with sandboxed_copy(nbformat.read(notebook, as_version=4), draw) as runner:
-            disagreements += _recheck_student(student, folder, runner, scores)
+            found = _recheck_student(student, folder, runner, scores)
+        disagreements += found
+        if progress is not None:
+            progress(done, len(folders), student, found, time.monotonic() - started)
     return disagreements
+
+
+def progress_line(done: int, of: int, student: str, found: list, seconds: float) -> str:
+    """One student's progress line: `recheck [3/14] solution: agrees (21 s)`."""
+    verdict = f"{len(found)} cells disagree" if len(found) != 1 else "1 cell disagrees"
+    verdict = verdict if found else "agrees"
+    return f"recheck [{done}/{of}] {student}: {verdict} ({seconds:.0f} s)"
+
+
+def _print_progress(done: int, of: int, student: str, found: list, seconds: float) -> None:
+    print(progress_line(done, of, student, found, seconds), file=sys.stderr, flush=True)
 
 
 def _recheck_student(student: str, folder: Path, runner: Runner, scores: dict) -> list:
@@ -132,9 +169,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--student", action="append", default=[], help="recheck only this student (repeatable)"
     )
+    parser.add_argument(
+        "--db",
+        metavar="URL",
+        help="the gradebook's SQLAlchemy URL, e.g. postgresql://USER:PASSWORD@HOST/DB "
+        "(default: the course's CourseDirectory.db_url, which this course takes from "
+        "I1_GRADEBOOK_URL; else its gradebook.db)",
+    )
+    parser.add_argument(
+        "--quiet", action="store_true", help="no progress line per student on stderr"
+    )
     args = parser.parse_args(argv)
     root = Path(args.course)
-    gradebook = root / "gradebook.db"
     if args.assignment != course.ASSIGNMENT:
         print(
             f"recheck: unknown assignment {args.assignment!r}; this course has "
@@ -142,7 +188,13 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    if not gradebook.is_file():
+    try:
+        url = course.gradebook_url(root, args.db)
+    except Exception as exc:  # the course's nbgrader_config.py does not run
+        print(f"recheck: cannot read {root / 'nbgrader_config.py'}: {exc}", file=sys.stderr)
+        return 2
+    gradebook = course.sqlite_file(url)
+    if gradebook is not None and not gradebook.is_file():
         print(
             f"recheck: no gradebook at {gradebook}; run nbgrader autograde first.", file=sys.stderr
         )
@@ -157,7 +209,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         ready_to_grade(root)
-        found = recheck_course(root, args.student)
+        progress = None if args.quiet else _print_progress
+        found = recheck_course(root, args.student, url, progress)
     except course.CourseError as exc:
         print(f"recheck: {exc}.", file=sys.stderr)
         return 2

@@ -20,6 +20,7 @@ TEST_SECRET = hashlib.sha256(b"i1 test course secret").hexdigest()
 the nbgrader processes it starts inherit: derived here, so no committed file holds it, and
 no test reads a course's own secret file unless it unsets I1_COURSE_SECRET."""
 os.environ["I1_COURSE_SECRET"] = TEST_SECRET
+os.environ.pop("I1_GRADEBOOK_URL", None)  # an instructor's shared gradebook is never a test's
 
 from learning.workshops.notebook.contracts import select_mode  # noqa: E402
 

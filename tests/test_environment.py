@@ -9,6 +9,8 @@ import tomllib
 from pathlib import Path
 
 import yaml
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
 
 from learning.workshops import versions
 
@@ -62,10 +64,26 @@ def test_supported_range_is_what_both_files_require():
         assert versions.requirement(name) in pip
 
 
-def test_ci_takes_torch_from_the_cpu_index_through_make():
-    """Does CI build the environment as `make test` does, with torch's CPU build?"""
+def test_ci_builds_the_environment_through_make_with_a_supported_torch():
+    """Does CI build the environment as `make test` does, pinning a torch pyproject admits
+    (2.13.0: the CPU build on CI's machines' disk) from the configured index?"""
     ci = (REPO / ".ci" / "run").read_text()
-    assert f"make test TORCH_INDEX={versions.CPU_INDEX}" in ci
+    pinned = re.search(r"^make test TORCH_INDEX= TORCH=torch==(\S+)$", ci, re.M)
+    assert pinned, ci
+    assert Version(pinned[1]) in SpecifierSet(versions.requirement("torch").removeprefix("torch"))
+
+
+def test_make_falls_back_to_the_configured_index_when_the_cpu_index_fails():
+    """When PyTorch's CPU index does not answer, does the venv recipe try the configured
+    index instead of failing the build?"""
+    made = subprocess.run(
+        ["make", "-n", "-B", "venv", f"TORCH_INDEX={versions.CPU_INDEX}"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert f'|| .venv/bin/python -m pip install -q "{versions.requirement("torch")}"' in made.stdout
 
 
 def test_make_installs_the_supported_torch():

@@ -66,10 +66,9 @@ def graded(cohort, shared_course, tmp_path_factory):
     return shared_course.root, shared_course.run, parallel_root, run
 
 
-def gradebook(root: Path):
-    from nbgrader.api import Gradebook
-
-    return Gradebook(f"sqlite:///{root / 'gradebook.db'}")
+def gradebook(root: Path, url: str | None = None):
+    """The course's gradebook, or the one at `url` (tests/test_postgres.py)."""
+    return course.open_gradebook(course.gradebook_url(root, url))
 
 
 def notebook_rows(notebook) -> tuple:
@@ -81,10 +80,10 @@ def notebook_rows(notebook) -> tuple:
     return notebook.name, notebook.late_submission_penalty, grades, comments
 
 
-def rows(root: Path, students=(*KEPT, "no-submission")) -> dict[str, list]:
+def rows(root: Path, students=(*KEPT, "no-submission"), url: str | None = None) -> dict:
     """Everything autograde writes per student of `students`, ids aside: timestamps,
     lateness, cells."""
-    with gradebook(root) as book:
+    with gradebook(root, url) as book:
         return {
             student.id: sorted(
                 (
@@ -100,7 +99,7 @@ def rows(root: Path, students=(*KEPT, "no-submission")) -> dict[str, list]:
         }
 
 
-def row_counts(root: Path) -> dict[str, Counter]:
+def row_counts(root: Path, url: str | None = None) -> dict[str, Counter]:
     """Per table, how many rows each student has (submissions, notebooks, grades, comments)."""
     from sqlalchemy import text
 
@@ -113,17 +112,17 @@ def row_counts(root: Path) -> dict[str, Counter]:
         "comments": "SELECT a.student_id FROM comment c JOIN submitted_notebook n "
         "ON c.notebook_id = n.id JOIN submitted_assignment a ON n.assignment_id = a.id",
     }
-    with gradebook(root) as book:
+    with gradebook(root, url) as book:
         return {
             table: Counter(row[0] for row in book.db.execute(text(sql)))
             for table, sql in queries.items()
         }
 
 
-def expected_counts(root: Path, students) -> dict[str, Counter]:
+def expected_counts(root: Path, students, url: str | None = None) -> dict[str, Counter]:
     """One submission and notebook per student, one grade per grade cell, one comment per
     solution cell: what a complete autograde leaves."""
-    with gradebook(root) as book:
+    with gradebook(root, url) as book:
         notebook = book.find_notebook(course.NOTEBOOK.removesuffix(".ipynb"), course.ASSIGNMENT)
         per_student = {
             "submissions": 1,
@@ -306,7 +305,7 @@ def test_gradebook_writers_without_busy_timeout_collide(cohort, tmp_path):
 def test_gradebook_writers_with_worker_url_lose_nothing(cohort, tmp_path):
     """With the workers' gradebook URL, do concurrent writers finish without lost rows?"""
     root = copy_course(cohort, tmp_path / "course", ())
-    url, _ = parallel.gradebook_url(root)
+    url, _ = parallel.worker_gradebook(root)
     errors, stderr = hammer(root, url)
     assert (errors, "database is locked" in stderr) == (0, False)
     students = [f"w{i}-{r}" for i in range(WRITERS) for r in range(ROUNDS)]
@@ -404,3 +403,71 @@ def test_cli_refuses_zero_workers(cohort):
     done = cli(course.ASSIGNMENT, "--course", str(cohort), "--workers", "0")
     assert done.returncode == 2
     assert "workers must be at least 1, got 0" in done.stderr
+
+
+def test_shards_take_every_student_once():
+    """Do N shards split the sorted students disjointly, every N-th from shard I's I-th, and
+    together take each student once, in any order the students are given?"""
+    students = [f"s{i:02d}" for i in range(7)]
+    shards = [parallel.shard_of(students[::-1], (i, 3)) for i in (1, 2, 3)]
+    assert shards == [["s00", "s03", "s06"], ["s01", "s04"], ["s02", "s05"]]
+    assert sorted(sum(shards, [])) == students
+    assert parallel.shard_of(students[:1], (2, 2)) == []
+    assert parallel.shard_of(students, None) == students
+
+
+BAD_SHARDS = ("0/2", "3/2", "1/0", "2", "a/b", "-1/2", "1/2/3", "")
+
+
+def test_bad_shards_are_refused():
+    """Is every malformed or out-of-range I/N refused with what I/N means, and a good one
+    read as (I, N)?"""
+    for spec in BAD_SHARDS:
+        with pytest.raises(ValueError) as refused:
+            parallel.parse_shard(spec)
+        assert str(refused.value) == (
+            f"--shard takes I/N, shard I of N counting from 1 (1/2 and 2/2 on two machines), "
+            f"got {spec!r}"
+        )
+    assert parallel.parse_shard(" 2/3 ") == (2, 3)
+
+
+def test_cli_refuses_a_bad_shard(cohort):
+    """Does the CLI give that one line for a bad --shard, and exit 2 at once?"""
+    done = cli(course.ASSIGNMENT, "--course", str(cohort), "--shard=-1/2")
+    assert done.returncode == 2
+    assert done.stderr == (
+        "parallel: --shard takes I/N, shard I of N counting from 1 (1/2 and 2/2 on two "
+        "machines), got '-1/2'\n"
+    )
+
+
+def test_cli_says_which_students_a_shard_takes(cohort):
+    """Does a shard name the students it took, and an empty shard say why it grades none?
+    (Checked on a course whose gradebook lacks the assignment, so nothing is graded.)"""
+    done = cli("nope", "--course", str(cohort), "--shard", "1/1")
+    assert done.returncode == 2
+    assert done.stderr.startswith("shard 1/1 takes 0 of 0 students: none\n")
+    submitted = parallel.submitted_students(cohort, course.ASSIGNMENT)
+    taken = parallel.select_students(cohort, course.ASSIGNMENT, None, (2, 5))
+    assert taken == sorted(submitted)[1::5] and len(taken) == 3
+    line = parallel._taken((2, 5), taken, len(submitted))
+    assert line == f"shard 2/5 takes 3 of {len(submitted)} students: {', '.join(taken)}"
+
+
+def test_cli_refuses_an_unreachable_database(cohort):
+    """Does a gradebook URL that no server answers give one line, without its password?"""
+    url = f"postgresql://grader:hunter2@127.0.0.1:{free_port()}/i1"
+    done = cli(course.ASSIGNMENT, "--course", str(cohort), "--db", url)
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1, done.stderr
+    assert done.stderr.startswith("parallel: cannot open the gradebook postgresql+psycopg://")
+    assert "Connection refused" in done.stderr and "hunter2" not in done.stderr
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]

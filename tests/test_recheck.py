@@ -63,8 +63,9 @@ def test_cli_exit_status_and_text(graded, capsys):
     """Does the command exit 1 and name each student, cell and score when they disagree?"""
     root, _, _, _ = graded
     assert main(["i1_strided_softmax", "--course", str(root), "--student", FAKED]) == 1
-    out = capsys.readouterr().out
+    out, err = capsys.readouterr()
     assert f"{FAKED}: hidden_pass3 scored 3.0/3 in the gradebook, but the recheck gives 0" in out
+    assert err.startswith(f"recheck [1/1] {FAKED}: 1 cell disagrees (") and err.count("\n") == 1
     assert main(["i1_strided_softmax", "--course", str(root), "--student", "nobody"]) == 2
     assert "no autograded submission of nobody" in capsys.readouterr().err
 
@@ -75,3 +76,11 @@ def test_cli_refuses_a_course_without_gradebook(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1
     assert "no gradebook at" in err
+
+
+def test_progress_lines():
+    """Does each rechecked student get one line: where the recheck is, and what it found?"""
+    from grader.recheck import progress_line
+
+    assert progress_line(2, 5, "ada", [], 12.4) == "recheck [2/5] ada: agrees (12 s)"
+    assert progress_line(5, 5, "bo", [1, 2], 3) == "recheck [5/5] bo: 2 cells disagree (3 s)"

@@ -15,19 +15,15 @@ PROGRESS_FROM = 50
 """Show a progress bar when a course has at least this many students."""
 
 
-def gradebook_path(course: Path) -> Path:
-    return Path(course) / "gradebook.db"
-
-
 def load_gradebook(course: Path, assignment: str) -> tuple[list[CellInfo], list[StudentRecord]]:
     """Cells and per-student grades from nbgrader's gradebook, every roster student included."""
-    path = _checked_gradebook(course, assignment)
+    url = _checked_gradebook(course, assignment)
     from nbgrader.api import MissingEntry  # slow to import, as is grader.course: only here
 
-    from grader.course import CourseError, open_gradebook
+    from grader.course import CourseError, open_gradebook, shown_url
 
     try:
-        opened = open_gradebook(f"sqlite:///{path}")
+        opened = open_gradebook(url)
     except CourseError as exc:
         raise CohortError(str(exc)) from None
     with opened as gradebook:
@@ -36,8 +32,8 @@ def load_gradebook(course: Path, assignment: str) -> tuple[list[CellInfo], list[
         except MissingEntry:
             known = ", ".join(a.name for a in gradebook.assignments) or "none"
             raise CohortError(
-                f"no assignment {assignment!r} in {path} (it has: {known}): check the name, or "
-                f"run `nbgrader generate_assignment {assignment}` in {course} first"
+                f"no assignment {assignment!r} in {shown_url(url)} (it has: {known}): check "
+                f"the name, or run `nbgrader generate_assignment {assignment}` in {course} first"
             ) from None
         cells = [cell for nb in found.notebooks for cell in _cells(nb)]
         students = [
@@ -48,19 +44,27 @@ def load_gradebook(course: Path, assignment: str) -> tuple[list[CellInfo], list[
     return cells, students
 
 
-def _checked_gradebook(course: Path, assignment: str) -> Path:
-    """The course's gradebook file; CohortError saying what to run when there is none."""
-    path = gradebook_path(course)
+def _checked_gradebook(course: Path, assignment: str) -> str:
+    """The course's gradebook URL (`grader.course.gradebook_url`: its CourseDirectory.db_url,
+    which this course takes from I1_GRADEBOOK_URL, else its gradebook.db); CohortError
+    saying what to run when its SQLite file is missing."""
     if not Path(course).is_dir():
         raise CohortError(
             f"no course folder at {course}: pass --course with an nbgrader course directory"
         )
-    if not path.is_file():
+    from grader.course import gradebook_url, sqlite_file
+
+    try:
+        url = gradebook_url(Path(course))
+    except Exception as exc:  # the course's nbgrader_config.py does not run
+        raise CohortError(f"cannot read {Path(course) / 'nbgrader_config.py'}: {exc}") from None
+    path = sqlite_file(url)
+    if path is not None and not path.is_file():
         raise CohortError(
             f"no gradebook at {path}: run `nbgrader generate_assignment {assignment}` and "
             f"`nbgrader autograde {assignment}` in {course} first"
         )
-    return path
+    return url
 
 
 def _cells(notebook) -> list[CellInfo]:
