@@ -1,19 +1,22 @@
-"""The whole GPU check, for a CUDA machine: tests, check, benchmark twice, autograde.
+"""The whole GPU check, for a CUDA machine: tests, check, benchmark twice, autograde, shards.
 
     python -m grader.gpu_check --out results/gpu
 
 Runs the GPU tests, `check --hint` on the reference and four buggy kernels, the benchmark
 twice (the spread between runs is the noise floor), the plots, and `nbgrader autograde`
-of a small cohort with the timing cell; writes everything under --out and prints a short
-table last. `scripts/gpu_check.sh` sets up nbgrader's wheels first on a bare machine.
-Exit status: 0 when every step ran (read the table for how each went), 2 for a usage error
-or a machine without a CUDA device; only `check` runs without one (in Triton's interpreter).
+of a small cohort with the timing cell, and the sample cohort graded by two shards at once
+into a PostgreSQL gradebook (when I1_GRADEBOOK_URL names one); writes everything under --out
+and prints a short table last. `scripts/gpu_check.sh` sets up nbgrader's wheels (and a private
+PostgreSQL) first on a bare machine. Exit status: 0 when every step ran (read the table for how
+each went), 2 for a usage error or a machine without a CUDA device; only `check` runs without
+one (in Triton's interpreter).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import statistics
 import subprocess
@@ -24,7 +27,7 @@ from pathlib import Path
 
 import torch
 
-from grader import course
+from grader import course, sample_cohort
 from grader.grading.grading_log import read_record
 from grader.grading.timing_record import SIDECAR
 from grader.zoo import BUGS, COPY_FIRST, write_bug
@@ -32,8 +35,10 @@ from learning.workshops.check import UsageError
 from learning.workshops.measuring.results import load
 from learning.workshops.paths import unwritable
 
-STEPS = ("tests", "check", "benchmark", "autograde")
-NEEDS_CUDA = ("tests", "benchmark", "autograde")
+STEPS = ("tests", "check", "benchmark", "autograde", "shards")
+NEEDS_CUDA = ("tests", "benchmark", "autograde", "shards")
+SHARDS = 2
+SHARD_WORKERS = 2
 """Without CUDA the GPU tests all skip, the benchmark refuses and the timing cell scores 0."""
 
 
@@ -173,22 +178,70 @@ def autograde(out: Path) -> list[str]:
     return lines
 
 
+def grading_seconds(root: Path) -> dict[str, float]:
+    """How long each graded student's autograde took, from the grading records."""
+    took = {}
+    for student in sorted(p.name for p in (root / "submitted").iterdir()):
+        record = read_record(root, course.ASSIGNMENT, student)
+        if record is not None and record.finished:
+            finished = datetime.fromisoformat(record.finished)
+            took[student] = (finished - datetime.fromisoformat(record.started)).total_seconds()
+    return took
+
+
 def time_breakdown(root: Path) -> list[str]:
     """Each student's grading time and where it went, from the grading logs: the sandboxed
     notebook, its slowest cells, each hidden check."""
     lines = []
-    for student in sorted(p.name for p in (root / "submitted").iterdir()):
+    for student, seconds in grading_seconds(root).items():
         record = read_record(root, course.ASSIGNMENT, student)
-        if record is None or not record.finished:
-            continue
-        seconds = (
-            datetime.fromisoformat(record.finished) - datetime.fromisoformat(record.started)
-        ).total_seconds()
         lines.append(f"  {student}: graded in {seconds:.0f} s")
         for line in record.lines:
             said = line.split("  ", 1)[-1].splitlines()[0]
             if re.search(r"\(\d+\.\d s", said) or said.startswith(("ran the", "its slowest")):
                 lines.append(f"    {said[:110]}")
+    return lines
+
+
+def shards(out: Path) -> list[str]:
+    """The sample cohort graded by SHARDS `grader.parallel --shard` processes at once (as
+    SHARDS machines would) into the PostgreSQL gradebook I1_GRADEBOOK_URL names
+    (scripts/gpu_check.sh starts a private one); the wall time, each student's grading time
+    and score."""
+    url = os.environ.get("I1_GRADEBOOK_URL", "")
+    if not url.startswith(("postgresql://", "postgres://", "postgresql+")):
+        return ["shards skipped: I1_GRADEBOOK_URL names no PostgreSQL gradebook"]
+    try:
+        members = sample_cohort.build(out / "cohort")
+    except course.CourseError as exc:
+        (out / "shards.log").write_text(f"{exc}\n")
+        return [f"shards failed: see {out / 'shards.log'}"]
+    root = out / "cohort"
+    started = time.monotonic()
+    with (out / "shards.log").open("w") as log:
+        shards = [
+            subprocess.Popen(
+                [sys.executable, "-m", "grader.parallel", course.ASSIGNMENT, "--course", str(root)]
+                + ["--shard", f"{k}/{SHARDS}", "--workers", str(SHARD_WORKERS)],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=course.REPO,
+            )
+            for k in range(1, SHARDS + 1)
+        ]
+        codes = [shard.wait() for shard in shards]
+    seconds = time.monotonic() - started
+    took = grading_seconds(root)
+    totals: dict[str, float] = {}
+    for cell in course.cell_scores(root):
+        totals[cell.student] = totals.get(cell.student, 0.0) + (cell.score or 0.0)
+    lines = [
+        f"shards: {len(members)} students, {SHARDS} shards x {SHARD_WORKERS} workers into "
+        f"PostgreSQL: {seconds:.0f} s ({seconds / len(members):.1f} s a student), exit {codes}",
+        f"  grading time per student: median {statistics.median(took.values()):.0f} s, "
+        f"{min(took.values()):.0f}-{max(took.values()):.0f} s",
+    ]
+    lines += [f"  {s:<28} {totals.get(s, 0):>5g} points, {took.get(s, 0):.0f} s" for s in took]
     return lines
 
 
@@ -199,13 +252,13 @@ def check_options(out: Path, steps: list[str], skipped: list[str]) -> None:
     problem = unwritable(out)
     if problem:
         raise UsageError(f"--out {out}: {problem}; choose another folder.")
-    scratch = out / "course"
-    if "autograde" in steps and scratch.exists() and not (scratch / course.SCRATCH_MARK).is_file():
-        if not scratch.is_dir() or any(scratch.iterdir()):
-            raise UsageError(
-                f"--out {out}: autograde builds a scratch course in {scratch}, which holds "
-                "something else; choose another folder."
-            )
+    for step, scratch in (("autograde", out / "course"), ("shards", out / "cohort")):
+        if step in steps and scratch.exists() and not (scratch / course.SCRATCH_MARK).is_file():
+            if not scratch.is_dir() or any(scratch.iterdir()):
+                raise UsageError(
+                    f"--out {out}: {step} builds a scratch course in {scratch}, which holds "
+                    "something else; choose another folder."
+                )
     needs = [step for step in steps if step in NEEDS_CUDA]
     if needs and not torch.cuda.is_available():
         raise UsageError(
@@ -262,6 +315,8 @@ def main(argv: list[str] | None = None) -> int:
         table += benchmarks(out)
     if "autograde" in steps:
         table += autograde(out)
+    if "shards" in steps:
+        table += shards(out)
     print("\n".join(table))
     (out / "summary.txt").write_text("\n".join(table) + "\n")
     return 0

@@ -24,4 +24,20 @@ fi
 export I1_COURSE_SECRET=${I1_COURSE_SECRET:-$(python3 -c 'import secrets; print(secrets.token_hex(32))')}
 nvidia-smi --query-gpu=index,name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv
 python3 -c 'import sys, torch, triton; print("python", sys.version.split()[0], "torch", torch.__version__, "triton", triton.__version__, "gpus", torch.cuda.device_count())'
+# The shards step grades into PostgreSQL: Debian's server if installed, else the binaries of
+# the pgserver wheel in .whl/ (self-contained; scripts/gpu-wheels.txt lists it), started as a
+# private cluster for this run (tests/services.py) and stopped at the end.
+if [ -z "${I1_GRADEBOOK_URL:-}" ]; then
+  if ! compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null && compgen -G ".whl/pgserver-*.whl" >/dev/null; then
+    rm -rf /tmp/pgserver && python3 -m zipfile -e .whl/pgserver-*.whl /tmp/pgserver
+    chmod -R a+rX /tmp/pgserver && chmod a+x /tmp/pgserver/pgserver/pginstall/bin/*
+    export I1_PG_BINDIR=/tmp/pgserver/pgserver/pginstall/bin
+  fi
+  mkdir -p "$out" && python3 tests/services.py postgres > "$out/postgres.txt" 2>&1 &
+  pg=$!
+  trap 'kill $pg 2>/dev/null; wait $pg 2>/dev/null' EXIT  # it stops its cluster
+  for _ in $(seq 150); do grep -q '^I1_GRADEBOOK_URL=' "$out/postgres.txt" && break; sleep 0.2; done
+  url=$(sed -n 's/^I1_GRADEBOOK_URL=//p' "$out/postgres.txt")
+  [ -n "$url" ] && export I1_GRADEBOOK_URL=$url || echo "no PostgreSQL: $(tail -3 "$out/postgres.txt")"
+fi
 python3 -m grader.gpu_check --out "$out" "$@"

@@ -33,7 +33,11 @@ from pathlib import Path
 REQUIRE_ENV = "I1_REQUIRE_SERVICES"
 """Set to 1 (CI) to fail, not skip, when a service's packages are missing."""
 PG_USER = "postgres"
-"""Debian's PostgreSQL account: initdb refuses to run as root, so root runs it as this user."""
+"""The cluster's superuser, and Debian's PostgreSQL account: initdb refuses to run as root,
+so root runs it as this user (as `nobody` where there is no such account)."""
+PG_BINDIR_ENV = "I1_PG_BINDIR"
+"""A folder with initdb, pg_ctl and createdb to use instead of Debian's (on a machine without
+the package: the GPU recipe, scripts/gpu_shards.sh, unpacks them from a wheel)."""
 
 
 class ServiceUnavailable(Exception):
@@ -99,6 +103,8 @@ class Postgres:
 def postgres() -> Iterator[Postgres]:
     """A PostgreSQL cluster of Debian's newest installed version, started for the block."""
     found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"), key=_version)
+    if os.environ.get(PG_BINDIR_ENV):
+        found = [str(Path(os.environ[PG_BINDIR_ENV]) / "initdb")]
     if not found:
         raise ServiceUnavailable(
             "no PostgreSQL server here: install Debian's `postgresql` (apt-get install -y "
@@ -108,8 +114,8 @@ def postgres() -> Iterator[Postgres]:
     as_user: tuple[str, ...] = ()
     owner = None
     if os.geteuid() == 0:  # initdb and postgres refuse root
-        owner = PG_USER
-        as_user = ("runuser", "-u", PG_USER, "--")
+        owner = PG_USER if _account(PG_USER) else "nobody"
+        as_user = ("runuser", "-u", owner, "--")
     folder = _private_folder("i1-postgres-", owner)
     data, log, port = folder / "data", folder / "server.log", free_port()
 
@@ -129,6 +135,14 @@ def postgres() -> Iterator[Postgres]:
                 cwd=folder,
             )
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def _account(name: str) -> bool:
+    try:
+        pwd.getpwnam(name)
+    except KeyError:
+        return False
+    return True
 
 
 def _version(path: str) -> tuple[int, ...]:
@@ -291,6 +305,9 @@ def _logs(folder: Path) -> str:
 
 
 def main(argv: list[str]) -> int:
+    """Start the service, print how to reach it, and run until interrupted or terminated
+    (either stops it cleanly)."""
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     which = argv[0] if argv else "postgres"
     with contextlib.ExitStack() as stack:
         database = stack.enter_context(postgres())
