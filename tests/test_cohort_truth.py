@@ -277,8 +277,13 @@ def test_instructor_notebook_stops_without_a_course(tmp_path):
 def test_make_demo_runs_only_the_demo_in_its_scratch_course():
     """Does `make demo` run nothing but `grader.demo` on scratch/demo and reports/cohort (no
     `nbgrader generate_assignment` in the repository, which leaves gradebook.db there)?"""
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
     done = subprocess.run(
-        ["make", "-n", "demo", "PYTHON=python3"], cwd=ROOT, capture_output=True, text=True
+        ["make", "--no-print-directory", "-n", "demo", "PYTHON=python3"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=env,
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == [

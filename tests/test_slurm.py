@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import os
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 
@@ -48,6 +49,7 @@ def job(cluster, server, shared_course, tmp_path_factory):  # noqa: F811 - serve
     folder = tmp_path_factory.mktemp("slurm")
     root = postgres_course(folder / "course", url, KEPT)
     env = dict(cluster.env, **{course.GRADEBOOK_URL_ENV: url, "I1_COURSE": str(root)})
+    env["I1_PYTHON"] = sys.executable  # the tests' Python, wherever its environment lives
     started = time.monotonic()
     done = cluster.run(
         *("sbatch", "--wait", "--array=1-2", "--cpus-per-task=1"),
