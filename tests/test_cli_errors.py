@@ -111,7 +111,7 @@ CASES = [
     ("gpu_check", ["--out", "{bad}/afile/gpu"], "{bad}/afile is a file, not a folder"),
     (
         "gpu_check",
-        ["--out", "{bad}/gpu", "--skip", "tests", "check", "benchmark", "autograde"],
+        ["--out", "{bad}/gpu", "--skip", "tests", "check", "benchmark", "autograde", "shards"],
         "--skip names every step, so there is nothing to run",
     ),
     (
@@ -122,15 +122,15 @@ CASES = [
     pytest.param(
         "gpu_check",
         ["--out", "{bad}/gpu"],
-        "no CUDA device and tests, benchmark, autograde cannot run without one",
+        "no CUDA device and tests, benchmark, autograde, shards cannot run without one",
         marks=no_cuda,
         id="gpu_check-no-cuda",
     ),
     pytest.param(
         "gpu_check",
-        ["--out", "{bad}/gpu", "--skip", "benchmark", "autograde"],
+        ["--out", "{bad}/gpu", "--skip", "benchmark", "autograde", "shards"],
         "tests cannot run without one; run on a GPU machine, or skip them with "
-        "--skip benchmark autograde tests.",
+        "--skip benchmark autograde shards tests.",
         marks=no_cuda,
         id="gpu_check-no-cuda-tests",
     ),
@@ -303,10 +303,10 @@ def test_gpu_check_runs_check_alone_without_cuda(capsys, tmp_path, monkeypatch):
     """Without CUDA, does skipping the steps that need it leave `check` to run?"""
     monkeypatch.setattr(gpu_check, "checks", lambda out: [f"check ran into {out.name}"])
     code = gpu_check.main(["--out", str(tmp_path / "gpu"), "--skip", "tests", "benchmark"])
-    assert code == 2  # autograde still needs CUDA
-    assert "autograde cannot run without one" in capsys.readouterr().err
+    assert code == 2  # autograde and shards still need CUDA
+    assert "autograde, shards cannot run without one" in capsys.readouterr().err
     code = gpu_check.main(
-        ["--out", str(tmp_path / "gpu"), "--skip", "tests", "benchmark", "autograde"]
+        ["--out", str(tmp_path / "gpu"), "--skip", "tests", "benchmark", "autograde", "shards"]
     )
     assert code == 0
     assert capsys.readouterr().out == "check ran into gpu\n"
