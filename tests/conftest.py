@@ -56,3 +56,22 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if SHARED in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.xdist_group(SHARED))
+
+
+@pytest.hookimpl(trylast=True, specname="pytest_collection_modifyitems")  # after xdist's
+def suffix_xdist_groups(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Give each grouped test the `@group` suffix xdist's loadgroup schedules by, where
+    xdist's own assignment to `item._nodeid` no longer reaches: pytest with structured node
+    ids (`item._id`) ignores it, and every group would be spread over the workers
+    (pytest-dev/pytest-xdist#1386), each building its own shared course."""
+    if not getattr(config.option, "loadgroup", False):
+        return
+    for item in items:
+        groups = {
+            str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+            for m in item.iter_markers("xdist_group")
+        }
+        if groups and "@" not in item.nodeid and hasattr(item, "_id"):
+            from _pytest.nodeid import NodeId
+
+            item._id = NodeId.parse(f"{item.nodeid}@{'_'.join(sorted(groups))}")
