@@ -50,21 +50,16 @@ loadgroup)."""
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Put every test that needs the shared course, directly or through a fixture, in one
-    xdist group."""
+    xdist group; then give each grouped test the `@group` suffix xdist's loadgroup schedules
+    by. xdist writes that suffix to `item._nodeid`, which pytest with structured node ids
+    (`item._id`) no longer reads: every group was spread over the workers, each building its
+    own shared course (pytest-dev/pytest-xdist#1386)."""
     for item in items:
         if SHARED in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.xdist_group(SHARED))
-
-
-@pytest.hookimpl(trylast=True, specname="pytest_collection_modifyitems")  # after xdist's
-def suffix_xdist_groups(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Give each grouped test the `@group` suffix xdist's loadgroup schedules by, where
-    xdist's own assignment to `item._nodeid` no longer reaches: pytest with structured node
-    ids (`item._id`) ignores it, and every group would be spread over the workers
-    (pytest-dev/pytest-xdist#1386), each building its own shared course."""
-    if not getattr(config.option, "loadgroup", False):
+    if not getattr(config.option, "loadgroup", False):  # set in xdist's workers
         return
     for item in items:
         groups = {
