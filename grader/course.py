@@ -7,6 +7,7 @@ solution cells filled in from the source notebook, optionally with a zoo bug's e
 
 from __future__ import annotations
 
+import argparse
 import ast
 import contextlib
 import os
@@ -233,6 +234,17 @@ def gradebook_url(root: Path, url: str | None = None) -> str:
     which reads I1_GRADEBOOK_URL), else the SQLite file `gradebook.db` in the course."""
     url = url or _course_setting(root, "db_url")
     return database_url(url) if url else f"sqlite:///{(Path(root) / 'gradebook.db').resolve()}"
+
+
+def add_gradebook_option(parser: argparse.ArgumentParser) -> None:
+    """The `--db URL` option of every grader command that opens the gradebook."""
+    parser.add_argument(
+        "--db",
+        metavar="URL",
+        help="the gradebook's SQLAlchemy URL, e.g. postgresql://USER:PASSWORD@HOST/DB "
+        "(default: the course's CourseDirectory.db_url, which this course takes from "
+        "I1_GRADEBOOK_URL; else its gradebook.db)",
+    )
 
 
 def course_id(root: Path) -> str:

@@ -92,6 +92,7 @@ from pathlib import Path
 from grader.course import (
     GRADEBOOK_URL_ENV,
     CourseError,
+    add_gradebook_option,
     course_id,
     gradebook_url,
     open_gradebook,
@@ -495,13 +496,7 @@ def main(argv: list[str] | None = None) -> int:
         help="nbgrader processes at once (default: the number of CPU cores)",
     )
     parser.add_argument("--student", action="append", help="grade only this student (repeat)")
-    parser.add_argument(
-        "--db",
-        metavar="URL",
-        help="the gradebook's SQLAlchemy URL, e.g. postgresql://USER:PASSWORD@HOST/DB "
-        "(default: the course's CourseDirectory.db_url, which this course takes from "
-        "I1_GRADEBOOK_URL; else its gradebook.db)",
-    )
+    add_gradebook_option(parser)
     parser.add_argument(
         "--shard",
         metavar="I/N",

@@ -169,13 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--student", action="append", default=[], help="recheck only this student (repeatable)"
     )
-    parser.add_argument(
-        "--db",
-        metavar="URL",
-        help="the gradebook's SQLAlchemy URL, e.g. postgresql://USER:PASSWORD@HOST/DB "
-        "(default: the course's CourseDirectory.db_url, which this course takes from "
-        "I1_GRADEBOOK_URL; else its gradebook.db)",
-    )
+    course.add_gradebook_option(parser)
     parser.add_argument(
         "--quiet", action="store_true", help="no progress line per student on stderr"
     )

@@ -57,21 +57,23 @@ def _histogram(ax: Axes, graded: pd.Series, max_total: float) -> None:
 
 
 def _pending_note(table: pd.DataFrame) -> str:
-    pending = table[table["status"] == "manual"]
-    if pending.empty:
+    points, students = _points_with_status(table, "manual")
+    if not students:
         return ""
-    points = pending.drop_duplicates("cell")["max_score"].sum()
-    students = pending["student"].nunique()
     return f"; {points:g} points graded by hand are not in yet for {students} students"
 
 
 def _no_gpu_note(table: pd.DataFrame) -> str:
-    no_gpu = table[table["status"] == "no GPU"]
-    if no_gpu.empty:
+    points, students = _points_with_status(table, "no GPU")
+    if not students:
         return ""
-    points = no_gpu.drop_duplicates("cell")["max_score"].sum()
-    students = no_gpu["student"].nunique()
     return f"\nthe timing cell's {points:g} points are left out for {students} students: no GPU"
+
+
+def _points_with_status(table: pd.DataFrame, status: str) -> tuple[float, int]:
+    """The points of the cells that have `status` for some student, and how many students."""
+    rows = table[table["status"] == status]
+    return rows.drop_duplicates("cell")["max_score"].sum(), rows["student"].nunique()
 
 
 def _left_out(summed: pd.DataFrame) -> str:
