@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import ast
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -11,6 +15,7 @@ from triton.compiler.errors import CompilationError
 
 from learning.workshops.checking.cases import PUBLIC_CASES, CaseResult, Failure, run_case
 
+REPO = Path(__file__).resolve().parents[1]
 TRANSPOSE = next(c for c in PUBLIC_CASES if c.name == "transpose")
 KERNEL = "def k(X, Y, N):\n    y = tl.load(X)\n    tl.store(Y + N * (1 << 40), y)\n"
 
@@ -83,3 +88,23 @@ def test_a_result_crosses_the_childs_pipe_whole():
     result = run_case(raising(KeyError("BLOCK")), "strided_softmax", TRANSPOSE, "cpu", 0)
     back = CaseResult.from_event(json.loads(json.dumps(result.to_event())))
     assert back == result and back.failure is Failure.EXCEPTION
+
+
+def test_checking_a_kernel_never_imports_dynamo():
+    """Does a checked call, under the allocation guard and the read recorder, leave
+    torch._dynamo unimported? Importing it costs every grading process seconds (3-4 s on the
+    H200 machine), and nothing in a check compiles with it."""
+    probe = (
+        "import sys, torch\n"
+        "from grader.reference import strided_softmax\n"
+        "from learning.workshops.checking.cases import PUBLIC_CASES, run_case\n"
+        "for case in PUBLIC_CASES[:3]:\n"
+        "    assert run_case(strided_softmax, 'strided_softmax', case, 'cpu', 0).passed\n"
+        "print('torch._dynamo' in sys.modules)\n"
+    )
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(REPO)}
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, env=env, cwd=REPO
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["False"]

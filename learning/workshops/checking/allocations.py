@@ -16,7 +16,8 @@ import math
 from dataclasses import dataclass, field
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
+
+from learning.workshops.checking.dispatch_mode import DispatchMode
 
 GUARD_MIN = 1024
 """Elements of guard after each buffer at least: more than a block's lanes past a row."""
@@ -50,7 +51,7 @@ class Guards:
         return None
 
 
-class GuardAllocations(TorchDispatchMode):
+class GuardAllocations(DispatchMode):
     """Serve floating-point `torch.empty` calls from NaN-filled buffers with a guard."""
 
     def __init__(self) -> None:

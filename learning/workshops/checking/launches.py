@@ -20,11 +20,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode  # torch's FlopCounterMode base
 from torch.utils._pytree import tree_leaves
 from triton import knobs
 from triton.runtime.interpreter import InterpretedFunction
 from triton.runtime.jit import KernelInterface
+
+from learning.workshops.checking.dispatch_mode import DispatchMode
 
 ALLOCATIONS = frozenset(
     {
@@ -98,7 +99,7 @@ def _torch_reads(log: LaunchLog, watch: torch.Tensor | None):
         return contextlib.nullcontext()
     storage = watch.untyped_storage().data_ptr()
 
-    class ReadRecorder(TorchDispatchMode):
+    class ReadRecorder(DispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
             name = func._schema.name.split("::")[-1]
