@@ -16,6 +16,7 @@ from nbgrader.preprocessors import (
     SaveAutoGrades,
 )
 
+from grader.grading.extra_credit import AwardExtraCredit
 from grader.grading.feedback import StudentFeedback
 from grader.grading.grading_log import convert_hooks
 from grader.grading.restore import RestoreGradeCells
@@ -69,9 +70,13 @@ c.Autograde.autograde_preprocessors = [
     ClearMetadataPreprocessor,
     LimitOutput,
     SaveAutoGrades,
+    AwardExtraCredit,
     AssignLatePenalties,
     CheckCellMetadata,
 ]
+# The two optional exercises (in place, backward) score 0 points of their own and this much
+# extra credit when their hidden cells pass (grader/grading/extra_credit.py).
+c.AwardExtraCredit.points = {"hidden_inplace": 1.0, "hidden_backward": 1.0}
 
 # Feedback (`nbgrader generate_feedback`) says what failed and why, and nothing more: hidden
 # regions are cut out of the sources (their outputs were written student-safe when graded),

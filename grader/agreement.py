@@ -52,7 +52,7 @@ def members(folder: Path) -> list[Member]:
 
 def verdicts(member: Member) -> dict:
     """Run `member` on the public cases of its op here; per-case verdicts and hint ids."""
-    from learning.workshops.checking.cases import OPS, PUBLIC_CASES, suite
+    from learning.workshops.checking.cases import OPS, suite
     from learning.workshops.checking.hints import diagnose
     from learning.workshops.checking.loader import load_function
     from learning.workshops.notebook.contracts import default_device, select_mode
@@ -60,7 +60,7 @@ def verdicts(member: Member) -> dict:
 
     select_mode(verbose=False)
     fn = load_function(Path(member.path), OPS[member.op].function)
-    cases = suite(member.op, PUBLIC_CASES, default_device().type)
+    cases = suite(member.op, None, default_device().type)
     results = run_cases(fn, member.op, cases, seed=SEED)
     return {
         "name": member.name,

@@ -526,7 +526,84 @@ COLUMN_TILED_BUGS = (
 SHAPE_BUGS: tuple[Bug, ...] = PERSISTENT_BUGS + MULTI_ROW_BUGS + COLUMN_TILED_BUGS
 """Bugs written in the shapes of `grader/shapes/` rather than in the reference."""
 
-BUGS: tuple[Bug, ...] = _REFERENCE_BUGS + SHAPE_BUGS
+_IN_PLACE_CELLS = frozenset({"test_inplace", "hidden_inplace"})
+_BACKWARD_CELLS = frozenset({"test_backward", "hidden_backward"})
+_IN_PLACE_STORE = "tl.store(ptrs, y.to(X.dtype.element_ty), mask=mask)"
+FOLLOW_ON_BUGS = (
+    Bug(
+        "inplace-accepts-aliasing",
+        "aliasing",
+        "checks x with matrix(x), which lets a broadcast through, so rows sharing addresses "
+        "are written several times over",
+        (Edit("strided_softmax_", "M, N = writable_matrix(x)", "M, N = matrix(x)"),),
+        _IN_PLACE_CELLS,
+        op="strided_softmax_",
+    ),
+    Bug(
+        "inplace-stores-as-if-contiguous",
+        "write-outside-view",
+        "stores the result at X + row*N + col, where a contiguous output would be, instead of "
+        "back through the view's strides",
+        (Edit("softmax_inplace_kernel", "tl.store(ptrs, y", "tl.store(X + row * N + cols, y"),),
+        _IN_PLACE_CELLS,
+        op="strided_softmax_",
+    ),
+    Bug(
+        "inplace-column-tiles",
+        "read-after-write",
+        "splits each row's columns over programs that each read the whole row, so a later "
+        "program reads columns an earlier one already overwrote",
+        (
+            Edit(
+                "softmax_inplace_kernel",
+                "N, BLOCK: tl.constexpr):",
+                "N, BLOCK: tl.constexpr, TILE: tl.constexpr):",
+            ),
+            Edit(
+                "softmax_inplace_kernel",
+                _IN_PLACE_STORE,
+                _IN_PLACE_STORE.replace(
+                    "mask=mask", "mask=mask & (cols // TILE == tl.program_id(1))"
+                ),
+            ),
+            Edit(
+                "strided_softmax_",
+                "softmax_inplace_kernel[(M,)](x, *x.stride(), N, BLOCK=block,",
+                "softmax_inplace_kernel[(M, triton.cdiv(N, 4))](x, *x.stride(), N, BLOCK=block, "
+                "TILE=4,",
+            ),
+        ),
+        _IN_PLACE_CELLS,
+        op="strided_softmax_",
+    ),
+    Bug(
+        "inplace-returns-nothing",
+        "not-in-place",
+        "softmaxes x in place but forgets to return it, so the caller gets None",
+        (Edit("strided_softmax_", "num_warps=num_warps)\n    return x", "num_warps=num_warps)"),),
+        _IN_PLACE_CELLS,
+        op="strided_softmax_",
+    ),
+    Bug(
+        "backward-reads-dy-with-y-strides",
+        "backward-strides",
+        "passes y's strides for dy too, so dy is read right only where both views share strides",
+        (Edit("strided_softmax_backward", "*dy.stride())", "*y.stride())"),),
+        _BACKWARD_CELLS,
+        op="strided_softmax_backward",
+    ),
+    Bug(
+        "backward-without-row-sum",
+        "row-sum",
+        "returns y * dy, leaving out the row sum that couples a softmax row's gradients",
+        (Edit("softmax_backward_kernel", "dx = y * (dy - tl.sum(dy * y, axis=0))", "dx = y * dy"),),
+        _BACKWARD_CELLS,
+        op="strided_softmax_backward",
+    ),
+)
+"""Bugs of the two optional exercises (`strided_softmax_`, `strided_softmax_backward`)."""
+
+BUGS: tuple[Bug, ...] = _REFERENCE_BUGS + SHAPE_BUGS + FOLLOW_ON_BUGS
 """Every bug: the reference's, then the shapes'."""
 
 

@@ -7,7 +7,15 @@ from typing import NamedTuple
 
 import pytest
 
-from learning.workshops.checking.cases import PUBLIC_CASES, CaseResult, Failure, Verdict
+from learning.workshops.checking.cases import (
+    BACKWARD_CASES,
+    INPLACE_CASES,
+    PUBLIC_CASES,
+    Case,
+    CaseResult,
+    Failure,
+    Verdict,
+)
 from learning.workshops.checking.hints import RULES, HintId, diagnose
 
 CASES = {case.name: case for case in PUBLIC_CASES}
@@ -18,11 +26,23 @@ def ok(name: str) -> CaseResult:
     return fail(name, None)
 
 
-def fail(name: str, failure: Failure | None, text: str = "") -> CaseResult:
+def fail(
+    name: str, failure: Failure | None, text: str = "", cases: dict[str, Case] = CASES
+) -> CaseResult:
     """A public case's result as `run_case` builds it: its features, and its width for views."""
-    case = CASES[name]
+    case = cases[name]
     cols = 0 if case.bad_input else case.cols
     return CaseResult(name, Verdict(failure, text), sorted(case.features), cols=cols)
+
+
+def in_place(name: str, failure: Failure | None = None, text: str = "") -> CaseResult:
+    """A result of one of `strided_softmax_`'s cases."""
+    return fail(name, failure, text, {c.name: c for c in INPLACE_CASES})
+
+
+def backward(name: str, failure: Failure | None = None, text: str = "") -> CaseResult:
+    """A result of one of `strided_softmax_backward`'s cases."""
+    return fail(name, failure, text, {c.name: c for c in BACKWARD_CASES})
 
 
 class Row(NamedTuple):
@@ -85,6 +105,32 @@ ROWS = (
         ([fail("transpose", Failure.VALUES, f"{VALUES}; also torch read the input")],),
     ),
     Row(
+        HintId.ALIASING,
+        ([in_place("contiguous"), in_place("refuse-row-broadcast", Failure.ALIASING, "accepted")],),
+        ([in_place("refuse-row-broadcast", Failure.UNCLEAR_ERROR, "raised KeyError")],),
+    ),
+    Row(
+        HintId.OUTSIDE_VIEW,
+        (
+            [
+                in_place("contiguous"),
+                in_place("slice", Failure.OUTSIDE_VIEW, "storage index 21 changed"),
+                in_place("transpose", Failure.FOREIGN_READ, "program 1 loaded row 1"),
+            ],
+        ),
+        ([in_place("transpose", Failure.FOREIGN_READ, "program 1 loaded row 1")],),
+    ),
+    Row(
+        HintId.READ_AFTER_WRITE,
+        ([in_place("width-one"), in_place("contiguous", Failure.FOREIGN_READ, "loaded")],),
+        ([in_place("contiguous", Failure.OWNERSHIP, "written by programs 0 and 1")],),
+    ),
+    Row(
+        HintId.ROW_SUM,
+        ([backward("contiguous", Failure.NO_ROW_SUM), backward("slice", Failure.NO_ROW_SUM)],),
+        ([backward("contiguous", Failure.VALUES, VALUES)],),
+    ),
+    Row(
         HintId.EMPTY_ROWS,
         (
             [fail("zero-rows", Failure.EMPTY_ROWS, "1 kernel launch(es)")],
@@ -139,6 +185,24 @@ ROWS = (
         ),
     ),
     Row(
+        HintId.BACKWARD_STRIDES,
+        (
+            [
+                backward("contiguous"),
+                backward("transpose"),
+                backward("transposed-y", Failure.VALUES, VALUES),
+                backward("sliced-dy", Failure.VALUES, VALUES),
+            ],
+        ),
+        (
+            [
+                backward("contiguous"),
+                backward("transpose", Failure.VALUES, VALUES),
+                backward("transposed-y", Failure.VALUES, VALUES),
+            ],
+        ),
+    ),
+    Row(
         HintId.DOUBLE_OFFSET,
         (
             [
@@ -184,6 +248,11 @@ ROWS = (
             )
         ),
         ([ok("contiguous"), fail("transpose", Failure.AMBIGUOUS, "nearly all equal")],),
+    ),
+    Row(
+        HintId.NOT_IN_PLACE,
+        ([in_place("contiguous", Failure.NOT_IN_PLACE, "returned NoneType")],),
+        ([in_place("contiguous", Failure.NOT_A_TENSOR, "returned NoneType")],),
     ),
 )
 

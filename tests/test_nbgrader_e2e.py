@@ -31,7 +31,9 @@ BUGGY = {
 """The shared course's buggy students and their bugs (every bug: tests/test_cell_losses.py)."""
 GPU_CELLS = set() if torch.cuda.is_available() else {"hidden_timing"}
 """Cells that cannot score without a GPU: every submission loses them here."""
-AUTOGRADED = 11
+AUTOGRADED = 15
+EXTRA_CREDIT = ("hidden_inplace", "hidden_backward")
+"""The optional exercises' hidden cells: 0 points of their own, 1 point of extra credit each."""
 SMOKE_FAILS = "bug-pads-with-zero"
 """A student whose bug fails the hidden cells' quick checks too: the hidden cases must
 still run."""
@@ -58,6 +60,16 @@ def test_solution_scores_full_marks(graded):
     assert len(scores["solution"]) == AUTOGRADED + 1  # and the prediction, graded by hand
     assert lost(scores["solution"]) == set()
     assert scores["solution"]["prediction"][0] is None
+
+
+def test_optional_exercises_earn_extra_credit_only(graded):
+    """Does passing an optional exercise add its extra credit to the score but not to the
+    maximum, and does leaving it out cost nothing?"""
+    _, _, scores = graded
+    for cell in EXTRA_CREDIT:
+        assert scores["solution"][cell] == (1.0, 0.0)
+        assert scores["untouched"][cell] == (0.0, 0.0)
+        assert scores["bug-ignores-column-stride"][cell] == (1.0, 0.0)  # its own code is right
 
 
 def test_untouched_release_scores_zero(graded):

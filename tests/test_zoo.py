@@ -6,6 +6,7 @@ import pytest
 
 from grader.zoo import BUGS, REFERENCE, SHAPES, apply, base_path, base_source, write_bug
 from learning.workshops.check import run_check
+from learning.workshops.checking.cases import OPS
 
 CHECKED = [b for b in BUGS if b.hint is not None and b.base == "reference"]
 """Bugs checked through the CLI, in a child process as students run it; those written in
@@ -22,7 +23,7 @@ def test_bug_gets_its_hint(bug, tmp_path):
     assert report.hints[0].evidence
 
 
-@pytest.mark.parametrize("op", ["strided_softmax", "softmax_kernel", "copy_rows"])
+@pytest.mark.parametrize("op", OPS)
 def test_reference_passes(op):
     """Does the reference pass every public case of each op, with no hint?"""
     report = run_check(op, REFERENCE)

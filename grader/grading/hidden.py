@@ -23,7 +23,14 @@ from pathlib import Path
 import torch
 
 from grader.seeding import course_folder, course_secret
-from learning.workshops.checking.cases import BAD_INPUTS, DTYPES, OPS, Case, suite
+from learning.workshops.checking.cases import (
+    BACKWARD_BAD_INPUTS,
+    BAD_INPUTS,
+    DTYPES,
+    OPS,
+    Case,
+    suite,
+)
 from learning.workshops.checking.faults import (
     CheckerFault,
     call_student,
@@ -75,6 +82,10 @@ def hidden_cases(op: str, draw: Draw | None = None) -> list[Case]:
     """The hidden cases for `op`: every layout with drawn shapes, dtypes and fills, plus
     the wide, large-magnitude, half-precision, repeated and contract cases."""
     rng = random.Random(f"{(draw or course_draw()).key}/{op}")
+    if OPS[op].kind == "in-place":
+        return suite(op, _in_place_cases(rng), default_device().type)
+    if OPS[op].kind == "backward":
+        return suite(op, _backward_cases(rng), default_device().type)
     cases = []
     for layout in LAYOUTS:
         for i in range(2):
@@ -101,6 +112,50 @@ def hidden_cases(op: str, draw: Draw | None = None) -> list[Case]:
     ]
     cases += [Case(f"hidden-reject-{kind}", bad_input=kind) for kind in BAD_INPUTS]
     return suite(op, tuple(cases), default_device().type)
+
+
+def _drawn(rng: random.Random, name: str, layout: str, **fields) -> Case:
+    """A case of `layout` with a drawn row count, width, dtype and num_warps."""
+    return Case(
+        name,
+        layout,
+        rng.choice(ROW_COUNTS),
+        rng.choice(WIDTHS),
+        dtype=rng.choice(list(DTYPES)),
+        num_warps=rng.choice((1, 2, 4, 8, 16)),
+        **fields,
+    )
+
+
+def _in_place_cases(rng: random.Random) -> tuple[Case, ...]:
+    """strided_softmax_'s hidden cases: every layout (those whose elements share addresses
+    must be refused), drawn shapes and fills, a wide row, large values, no rows, bad input."""
+    cases = [
+        _drawn(rng, f"hidden-{layout}-{i}", layout, fill=rng.choice(("normal", "neg-inf")))
+        for layout in (*LAYOUTS, "overlapping")
+        for i in range(2)
+    ]
+    cases += [
+        Case("hidden-wide", "transpose", 3, rng.randint(300, 2000)),
+        Case("hidden-large", "transposed-slice", 5, rng.choice(WIDTHS[3:]), fill="large"),
+        Case("hidden-zero-rows", "slice", 0, rng.choice(WIDTHS)),
+    ]
+    return (*cases, *(Case(f"hidden-reject-{kind}", bad_input=kind) for kind in BAD_INPUTS))
+
+
+def _backward_cases(rng: random.Random) -> tuple[Case, ...]:
+    """strided_softmax_backward's hidden cases: y in every layout paired with a drawn
+    layout for dy (the same strides or others), a wide pair, no rows, bad input."""
+    cases = [
+        _drawn(rng, f"hidden-{layout}-{i}", layout, grad_layout=rng.choice(LAYOUTS))
+        for layout in LAYOUTS
+        for i in range(2)
+    ]
+    cases += [
+        Case("hidden-wide", "transpose", 3, rng.randint(300, 2000), grad_layout="slice"),
+        Case("hidden-zero-rows", "contiguous", 0, rng.choice(WIDTHS), grad_layout="transpose"),
+    ]
+    return (*cases, *(Case(f"hidden-reject-{k}", bad_input=k) for k in BACKWARD_BAD_INPUTS))
 
 
 UNSANDBOXED = (

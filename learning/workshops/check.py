@@ -19,7 +19,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from learning.workshops.checking.cases import OPS, PUBLIC_CASES, Case, CaseResult, suite
+from learning.workshops.checking.cases import OPS, Case, CaseResult, suite
 from learning.workshops.checking.faults import (
     INTERNAL_ERROR,
     INTERNAL_EXIT,
@@ -137,12 +137,13 @@ def drawn_line(report: Report, picture: Path | None, drawn: str | None) -> str:
 def run_check(
     op: str,
     impl: Path,
-    cases: tuple[Case, ...] = PUBLIC_CASES,
+    cases: tuple[Case, ...] | None = None,
     seed: int | None = None,
     case_timeout_s: float = CASE_TIMEOUT_S,
     shrink_failures: bool = False,
 ) -> Report:
-    """Run `op`'s cases against the implementation at `impl` in a child process; with
+    """Run `op`'s cases (its public ones by default) against the implementation at `impl`
+    in a child process; with
     `shrink_failures`, then search the smallest view that fails as a failed case did."""
     mode = select_mode(verbose=False)
     device = "cpu" if mode == "interpreter" else "cuda"

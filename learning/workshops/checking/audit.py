@@ -44,6 +44,8 @@ KINDS = {
     "duplicate": "an output element written by two programs of one launch, or two lanes at once",
     "unwritten": "an output element no program wrote",
     "footprint": "a load from the input's storage outside the view's footprint",
+    "outside-view": "in place: a store into the view's storage at an address not in the view",
+    "read-after-write": "in place: a program read an element another program of its launch writes",
 }
 """What each finding's `kind` means."""
 
@@ -573,6 +575,90 @@ class Trace:
                 )
             )
         return findings
+
+
+def verify_in_place(trace: Trace, view: torch.Tensor) -> list[Finding]:
+    """Findings for a kernel that wrote `view` in place (a view whose elements have
+    distinct addresses): stores only at the view's elements, each element written by one
+    program of a launch and read only by that program, so no program reads a value
+    another program has overwritten, or will overwrite, whatever order programs run in."""
+    rows, cols = view.shape
+    storage = _storage_region("the view", view)
+    count = (storage.end - storage.start) // storage.size
+    (sr, sc), offset = view.stride(), view.storage_offset()
+    elements_at = offset + np.arange(rows)[:, None] * sr + np.arange(cols)[None, :] * sc
+    element_at = np.full(count, -1, dtype=np.int64)
+    element_at[elements_at.ravel()] = np.arange(rows * cols)
+    writer = np.full(rows * cols, -1, dtype=np.int64)
+    writer_launch = np.full(rows * cols, -1, dtype=np.int64)
+    found: dict[str, Finding] = {}
+    reads: list[tuple[Access, np.ndarray]] = []
+
+    def note(kind: str, text: str, a: Access, lanes: int, e: int | None = None) -> None:
+        where = divmod(e, cols) if e is not None else (None, None)
+        found.setdefault(kind, Finding(kind, text, lanes, a.program, *where))
+
+    for a in trace.accesses:
+        key = _program_key(a.program)
+        mine = storage.holds(a.addresses, a.size)
+        index = (a.addresses[mine] - storage.start) // storage.size
+        elements = element_at[index]
+        inside = elements[elements >= 0]
+        if a.store:
+            stray = elements < 0
+            if stray.any():
+                text = (
+                    f"{trace.who(a)} stored to storage index {int(index[stray][0])}, which is "
+                    "not an element of the view: storage outside the view was overwritten"
+                )
+                note("outside-view", text, a, int(stray.sum()))
+            other = (writer_launch[inside] == a.launch) & (writer[inside] != key)
+            if other.any():
+                e = int(inside[other][0])
+                first = _who(_program_of(int(writer[e])), trace.ranks[a.launch])
+                text = (
+                    f"{_place(e, cols)} was written by {first.removeprefix('program ')} and "
+                    f"{trace.who(a).removeprefix('program ')} of one launch"
+                )
+                note("duplicate", text, a, int(other.sum()), e)
+            writer[inside], writer_launch[inside] = key, a.launch
+            continue
+        stale = (writer_launch[inside] == a.launch) & (writer[inside] != key)
+        if stale.any():
+            e = int(inside[stale][0])
+            text = (
+                f"{trace.who(a)} loaded {_place(e, cols)} after "
+                f"{_who(_program_of(int(writer[e])), trace.ranks[a.launch])} had overwritten it "
+                "with its result"
+            )
+            note("read-after-write", text, a, int(stale.sum()), e)
+        reads.append((a, inside))
+    for a, inside in reads:  # a reader that is not the element's writer, in either order
+        foreign = (writer_launch[inside] == a.launch) & (writer[inside] != _program_key(a.program))
+        if foreign.any():
+            e = int(inside[foreign][0])
+            text = (
+                f"{trace.who(a)} loaded {_place(e, cols)}, which "
+                f"{_who(_program_of(int(writer[e])), trace.ranks[a.launch])} overwrites: on a "
+                "GPU programs run in any order, so the load may see the result instead"
+            )
+            note("read-after-write", text, a, int(foreign.sum()), e)
+    never = np.flatnonzero(writer_launch < 0)
+    if never.size and rows * cols:
+        e = int(never[0])
+        found["unwritten"] = Finding(
+            "unwritten",
+            f"{_place(e, cols)} was never written" + _more(never.size),
+            int(never.size),
+            None,
+            *divmod(e, cols),
+            fault=False,
+        )
+    return list(found.values())
+
+
+def _place(e: int, cols: int) -> str:
+    return f"row {e // cols}, column {e % cols} of the view"
 
 
 def _row(row) -> str:

@@ -61,6 +61,12 @@ class Failure(enum.StrEnum):
     OWNERSHIP = "ownership"  # audit: an output element written by two programs, or by none
     OUT_OF_BOUNDS = "out-of-bounds"  # audit: a load outside the view's footprint or any tensor
     INTERNAL_ERROR = "internal-error"  # the checks themselves raised: the checker's fault
+    # the optional exercises (`followons`)
+    ALIASING = "aliasing-accepted"  # in place: a view whose elements share addresses accepted
+    OUTSIDE_VIEW = "outside-view"  # in place: storage outside the view changed
+    FOREIGN_READ = "read-after-write"  # in place: read what another program writes
+    NOT_IN_PLACE = "not-in-place"  # in place: returned something other than x
+    NO_ROW_SUM = "no-row-sum"  # backward: y * dy, without the row sum
 
 
 AUDIT_FAILURES = {  # the ownership audit's finding kinds, as failures
@@ -100,10 +106,16 @@ class Case:
     num_warps: int = 4
     repeat: bool = False
     bad_input: str | None = None
+    grad_layout: str | None = None
+    """The backward's cases only: the layout of `dy` (the case's `layout` is `y`'s)."""
 
     @property
     def geometry(self) -> Geometry:
         return geometry(self.layout, self.rows, self.cols)
+
+    @property
+    def grad_geometry(self) -> Geometry:
+        return geometry(self.grad_layout or self.layout, self.rows, self.cols)
 
     @property
     def features(self) -> frozenset[str]:
@@ -114,6 +126,12 @@ class Case:
             extra.add("half")
         if self.repeat:
             extra.add("repeat")
+        if self.grad_layout is not None:  # the backward reads y and dy: both views count
+            extra |= self.grad_geometry.features()
+            if self.grad_geometry.strides != self.geometry.strides:
+                extra.add("mixed-strides")
+        if self.geometry.aliased:
+            extra.add("aliased")
         return self.geometry.features() | extra
 
 
@@ -195,9 +213,16 @@ class Op:
 
     name: str
     function: str
-    reference: Callable[[torch.Tensor], torch.Tensor]
+    reference: Callable[..., torch.Tensor]
     exact: bool
     contracts: bool
+    public: tuple[Case, ...] = ()
+    """The public cases; the main ops' are `PUBLIC_CASES`."""
+    kind: str = "new"
+    """"new": returns a new tensor (the main ops); "in-place": writes its input and returns
+    it; "backward": takes (y, dy). `followons` runs the last two."""
+    normalized: bool = True
+    """Whether each output row sums to one (a softmax's does; a gradient's sums to zero)."""
 
 
 def _softmax_reference(x: torch.Tensor) -> torch.Tensor:
@@ -208,15 +233,10 @@ def _copy_reference(x: torch.Tensor) -> torch.Tensor:
     return x.double().contiguous()
 
 
-OPS = {
-    "strided_softmax": Op(
-        "strided_softmax", "strided_softmax", _softmax_reference, exact=False, contracts=True
-    ),
-    "softmax_kernel": Op(
-        "softmax_kernel", "launch_softmax", _softmax_reference, exact=False, contracts=False
-    ),
-    "copy_rows": Op("copy_rows", "copy_rows", _copy_reference, exact=True, contracts=False),
-}
+def _backward_reference(y: torch.Tensor, dy: torch.Tensor) -> torch.Tensor:
+    y, dy = y.double(), dy.double()
+    return y * (dy - (dy * y).sum(dim=1, keepdim=True))
+
 
 PUBLIC_CASES = (
     Case("contiguous", "contiguous", 5, 7),
@@ -241,11 +261,93 @@ PUBLIC_CASES = (
     Case("reject-cpu-input", bad_input="cpu-input"),
 )
 
+INPLACE_CASES = (
+    Case("contiguous", "contiguous", 5, 7),
+    Case("transpose", "transpose", 7, 5),
+    Case("slice", "slice", 6, 9),
+    Case("transposed-slice", "transposed-slice", 5, 6),
+    Case("transpose-wide", "transpose", 3, 300),
+    Case("width-one", "transpose", 5, 1),
+    Case("large-magnitude", "transpose", 4, 20, fill="large"),
+    Case("float16-slice", "slice", 6, 9, dtype="float16"),
+    Case("bfloat16-transpose", "transpose", 7, 5, dtype="bfloat16"),
+    Case("zero-rows", "transpose", 0, 7),
+    Case("refuse-row-broadcast", "row-broadcast", 4, 6),
+    Case("refuse-col-broadcast", "col-broadcast", 6, 5),
+    Case("refuse-overlapping", "overlapping", 4, 6),
+    Case("reject-3-d", bad_input="3-d"),
+    Case("reject-int-dtype", bad_input="int-dtype"),
+    Case("reject-warps-6", bad_input="warps-6"),
+    Case("reject-cpu-input", bad_input="cpu-input"),
+)
+"""`strided_softmax_`'s cases: views it must softmax in place, views whose elements share
+addresses ("refuse-"), which it must refuse untouched, and bad inputs."""
 
-def suite(op: str, cases: tuple[Case, ...] = PUBLIC_CASES, device: str = "cpu") -> list[Case]:
-    """The cases that apply to `op` on `device` (kernel-level ops skip the contract cases)."""
+BACKWARD_BAD_INPUTS = ("shape-mismatch", "3-d", "int-dtype", "warps-6")
+BACKWARD_CASES = (
+    Case("contiguous", "contiguous", 5, 7, grad_layout="contiguous"),
+    Case("transpose", "transpose", 7, 5, grad_layout="transpose"),
+    Case("slice", "slice", 6, 9, grad_layout="slice"),
+    Case("transposed-y", "transpose", 6, 9, grad_layout="contiguous"),
+    Case("sliced-dy", "contiguous", 5, 6, grad_layout="slice"),
+    Case("broadcast-dy", "transpose", 4, 33, grad_layout="row-broadcast"),
+    Case("wide", "transpose", 3, 300, grad_layout="transposed-slice"),
+    Case("width-one", "transpose", 5, 1, grad_layout="contiguous"),
+    Case("float16", "transpose", 7, 5, dtype="float16", grad_layout="slice"),
+    Case("bfloat16", "slice", 6, 9, dtype="bfloat16", grad_layout="transpose"),
+    Case("zero-rows", "transpose", 0, 7, grad_layout="contiguous"),
+    *(Case(f"reject-{kind}", bad_input=kind) for kind in BACKWARD_BAD_INPUTS),
+)
+"""`strided_softmax_backward`'s cases: y (`layout`) and dy (`grad_layout`) views, with the
+same strides and with different ones, and bad inputs."""
+
+OPS = {
+    "strided_softmax": Op(
+        "strided_softmax",
+        "strided_softmax",
+        _softmax_reference,
+        exact=False,
+        contracts=True,
+        public=PUBLIC_CASES,
+    ),
+    "softmax_kernel": Op(
+        "softmax_kernel",
+        "launch_softmax",
+        _softmax_reference,
+        exact=False,
+        contracts=False,
+        public=PUBLIC_CASES,
+    ),
+    "copy_rows": Op(
+        "copy_rows", "copy_rows", _copy_reference, exact=True, contracts=False, public=PUBLIC_CASES
+    ),
+    "strided_softmax_": Op(
+        "strided_softmax_",
+        "strided_softmax_",
+        _softmax_reference,
+        exact=False,
+        contracts=True,
+        public=INPLACE_CASES,
+        kind="in-place",
+    ),
+    "strided_softmax_backward": Op(
+        "strided_softmax_backward",
+        "strided_softmax_backward",
+        _backward_reference,
+        exact=False,
+        contracts=True,
+        public=BACKWARD_CASES,
+        kind="backward",
+        normalized=False,
+    ),
+}
+
+
+def suite(op: str, cases: tuple[Case, ...] | None = None, device: str = "cpu") -> list[Case]:
+    """The cases that apply to `op` on `device` (kernel-level ops skip the contract cases),
+    from `cases` or else `op`'s public cases."""
     chosen = []
-    for case in cases:
+    for case in OPS[op].public if cases is None else cases:
         contract_case = case.bad_input is not None or case.rows == 0
         if contract_case and not OPS[op].contracts:
             continue
@@ -259,6 +361,10 @@ def run_case(
     fn: Callable, op: str, case: Case, device: torch.device | str, seed: int
 ) -> CaseResult:
     """Run `fn` on `case` and say whether, and how, it failed."""
+    if OPS[op].kind != "new":
+        from learning.workshops.checking import followons
+
+        return followons.run_case(fn, OPS[op], case, torch.device(device), seed)
     generator = torch.Generator().manual_seed(seed)
     if case.bad_input:
         return CaseResult.of(case, _run_bad_input(fn, case, device, generator))
@@ -602,7 +708,7 @@ def _compare(out, ref, dtype, op: Op) -> Verdict | None:
                 f"other places: wrong loads or wrong stores could do that; {where}",
             )
         return Verdict(Failure.PERMUTED, f"the right values in the wrong places; {where}")
-    if not op.exact:
+    if not op.exact and op.normalized:
         sums = got.sum(dim=1)
         low = sums < 1 - 4 * rtol  # beyond the rounding of N outputs
         high = sums > 1 + 4 * rtol  # mass moved between rows, not lost: a layout problem

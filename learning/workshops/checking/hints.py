@@ -16,7 +16,8 @@ from learning.workshops.checking.cases import CaseResult, Failure
 
 
 class HintId(enum.StrEnum):
-    """A hint's id: what `check --hint` prints, the sidecars record and the zoo names."""
+    """A hint's id: what `check --hint` prints, the sidecars record and the zoo names; in
+    the order of `RULES`."""
 
     UNFINISHED = "unfinished"
     CRASH = "crash"
@@ -26,6 +27,10 @@ class HintId(enum.StrEnum):
     STALE_OUTPUT = "stale-output"
     NO_KERNEL = "no-kernel"
     COPY = "copy"
+    ALIASING = "aliasing"  # from here to ROW_SUM and BACKWARD_STRIDES: the optional exercises
+    OUTSIDE_VIEW = "write-outside-view"
+    READ_AFTER_WRITE = "read-after-write"
+    ROW_SUM = "row-sum"
     EMPTY_ROWS = "empty-rows"
     VALIDATION = "validation"
     DTYPE = "dtype"
@@ -33,9 +38,11 @@ class HintId(enum.StrEnum):
     BLOCK_SIZE = "block-size"
     PADDING = "padding"
     STABILITY = "stability"
+    BACKWARD_STRIDES = "backward-strides"
     DOUBLE_OFFSET = "double-offset"
     COLUMN_STRIDE = "column-stride"
     OUTPUT_LAYOUT = "output-layout"
+    NOT_IN_PLACE = "not-in-place"
 
 
 MESSAGES = {
@@ -103,6 +110,38 @@ MESSAGES = {
     HintId.INPUT_WRITTEN: (
         "The input's memory changed: the kernel must only read X. Store into the new output "
         "Y, never through the input's pointer or strides."
+    ),
+    HintId.ALIASING: (
+        "A view whose elements share addresses was not refused: in a stride-0 broadcast or "
+        "a view with overlapping strides, several elements are one address, so writing them "
+        "in place stores several results there. Call writable_matrix(x) (from "
+        "learning.workshops.notebook.contracts) before launching: it raises a ValueError "
+        "naming the strides."
+    ),
+    HintId.OUTSIDE_VIEW: (
+        "Storage outside the view changed: in place, the only addresses to store to are the "
+        "view's own, X + row*SR + col*SC for col < N. Store through the same pointers you "
+        "loaded from, with both strides and the column mask."
+    ),
+    HintId.READ_AFTER_WRITE: (
+        "A program read an element that another program overwrites: on a GPU programs run in "
+        "any order, so it may read the softmax instead of the input. In place, the program "
+        "that writes a row must be the only one that reads it, and read it whole before "
+        "writing: one program per row, the row in one block."
+    ),
+    HintId.NOT_IN_PLACE: (
+        "The view was softmaxed but the call did not return it: an in-place op returns its "
+        "input, as torch's x.exp_() does. End with return x."
+    ),
+    HintId.BACKWARD_STRIDES: (
+        "Cases where y and dy have different strides fail, and those with the same strides "
+        "pass: dy is read with y's strides. Pass dy.stride(0) and dy.stride(1) to the kernel "
+        "and load DY + row*SRD + col*SCD."
+    ),
+    HintId.ROW_SUM: (
+        "dx equals y * dy: the row sum is missing. Softmax couples a row's outputs, so "
+        "dx = y * (dy - sum(dy * y)), the sum over the row's columns (tl.sum(dy * y, axis=0)) "
+        "with masked lanes loaded as 0."
     ),
     HintId.CRASH: (
         "The implementation crashed the process (a segfault, a fatal error, or an illegal "
@@ -206,6 +245,15 @@ def _stability(results: list[CaseResult]) -> list[CaseResult]:
     return []
 
 
+def _outside_view(results: list[CaseResult]) -> list[CaseResult]:
+    """Some view's storage changed outside it: the stores go to wrong addresses, and where
+    they land on other elements of the view they also give foreign reads and wrong values."""
+    if not any(r.failure == Failure.OUTSIDE_VIEW for r in results):
+        return []
+    kinds = (Failure.OUTSIDE_VIEW, Failure.FOREIGN_READ, Failure.OWNERSHIP, *VALUE_FAILURES)
+    return [r for r in results if r.failure in kinds]
+
+
 def _unfinished(results: list[CaseResult]) -> list[CaseResult]:
     """Every failure is the stub's NotImplementedError (a compiler refusing its `raise` on a
     GPU): nothing else to diagnose yet."""
@@ -225,6 +273,10 @@ RULES: tuple[tuple[HintId, Rule], ...] = (
     (HintId.STALE_OUTPUT, _failures(Failure.STALE_OUTPUT)),
     (HintId.NO_KERNEL, _failures(Failure.NO_KERNEL)),
     (HintId.COPY, _failures(Failure.COPY)),
+    (HintId.ALIASING, _failures(Failure.ALIASING)),
+    (HintId.OUTSIDE_VIEW, _outside_view),
+    (HintId.READ_AFTER_WRITE, _failures(Failure.FOREIGN_READ)),
+    (HintId.ROW_SUM, _failures(Failure.NO_ROW_SUM)),
     (HintId.EMPTY_ROWS, _empty_rows),
     (HintId.VALIDATION, _failures(Failure.NOT_RAISED, Failure.UNCLEAR_ERROR)),
     (HintId.DTYPE, _failures(Failure.DTYPE)),
@@ -232,6 +284,7 @@ RULES: tuple[tuple[HintId, Rule], ...] = (
     (HintId.BLOCK_SIZE, _block_size),
     (HintId.PADDING, _padding),
     (HintId.STABILITY, _stability),
+    (HintId.BACKWARD_STRIDES, _failing_only_where("mixed-strides")),
     (HintId.DOUBLE_OFFSET, _failing_only_where("offset")),
     (HintId.COLUMN_STRIDE, _failing_only_where("col-strided")),
     (
@@ -245,6 +298,7 @@ RULES: tuple[tuple[HintId, Rule], ...] = (
             Failure.OWNERSHIP,
         ),
     ),
+    (HintId.NOT_IN_PLACE, _failures(Failure.NOT_IN_PLACE)),
 )
 """Rules in order; each sees only the failures that earlier rules did not explain."""
 

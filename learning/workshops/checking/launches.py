@@ -82,28 +82,30 @@ def describe_read(name: str) -> str:
     return f"aten.{name} ({gloss})" if gloss else f"aten.{name} (torch compute on the input)"
 
 
-def _reads_input(func, name: str, args, kwargs, storage: int) -> bool:
+def _reads_input(func, name: str, args, kwargs, storages: frozenset[int]) -> bool:
     if func.is_view or name in ALLOCATIONS:
         return False
     return any(
         isinstance(leaf, torch.Tensor)
         and leaf.numel() > 0
-        and leaf.untyped_storage().data_ptr() == storage
+        and leaf.untyped_storage().data_ptr() in storages
         for leaf in tree_leaves((args, kwargs))
     )
 
 
-def _torch_reads(log: LaunchLog, watch: torch.Tensor | None):
-    """A dispatch mode that records operations reading `watch` outside launches."""
-    if watch is None or watch.numel() == 0:
+def _torch_reads(log: LaunchLog, watch: torch.Tensor | tuple[torch.Tensor, ...] | None):
+    """A dispatch mode that records operations reading `watch` (a tensor, or several)
+    outside launches."""
+    watched = [t for t in (watch if isinstance(watch, tuple) else (watch,)) if t is not None]
+    storages = frozenset(t.untyped_storage().data_ptr() for t in watched if t.numel())
+    if not storages:
         return contextlib.nullcontext()
-    storage = watch.untyped_storage().data_ptr()
 
     class ReadRecorder(DispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
             name = func._schema.name.split("::")[-1]
-            if log.depth == 0 and _reads_input(func, name, args, kwargs, storage):
+            if log.depth == 0 and _reads_input(func, name, args, kwargs, storages):
                 log.torch_reads.append(describe_read(name))
             return func(*args, **kwargs)
 
@@ -111,9 +113,11 @@ def _torch_reads(log: LaunchLog, watch: torch.Tensor | None):
 
 
 @contextlib.contextmanager
-def count_launches(watch: torch.Tensor | None = None) -> Iterator[LaunchLog]:
-    """Record every kernel launch made while the block runs, and with `watch`, every torch
-    operation outside a launch that reads `watch`'s memory."""
+def count_launches(
+    watch: torch.Tensor | tuple[torch.Tensor, ...] | None = None,
+) -> Iterator[LaunchLog]:
+    """Record every kernel launch made while the block runs, and with `watch` (a tensor or
+    several), every torch operation outside a launch that reads their memory."""
     log = LaunchLog()
     getitem = KernelInterface.__getitem__
     interpreted = InterpretedFunction.run

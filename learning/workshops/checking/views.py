@@ -61,6 +61,11 @@ class Geometry:
             found.add("empty")
         return frozenset(found)
 
+    @property
+    def aliased(self) -> bool:
+        """Whether two of the view's elements share a storage address."""
+        return self.rows * self.cols > storage_indices(self).unique().numel()
+
 
 def geometry(layout: str, rows: int, cols: int) -> Geometry:
     """The strides and offset of a `layout` view of shape (rows, cols), as PyTorch builds it."""
@@ -73,6 +78,8 @@ def geometry(layout: str, rows: int, cols: int) -> Geometry:
         "row-broadcast": ((0, 1), 0),  # base.view(1, n).expand(m, n)
         "col-broadcast": ((1, 0), 0),  # base.view(m, 1).expand(m, n)
         "scalar-broadcast": ((0, 0), 0),  # base.view(1, 1).expand(m, n)
+        # base.as_strided((m, n), (n // 2, 1)): each row starts inside the one before it
+        "overlapping": ((max(1, n // 2), 1), 0),
     }
     if layout not in shapes:
         raise ValueError(f"unknown layout {layout!r}; choose one of {', '.join(LAYOUTS)}.")

@@ -103,6 +103,74 @@ def matrix(x: object) -> tuple[int, int]:
     return m, n
 
 
+def writable_matrix(x: object) -> tuple[int, int]:
+    """`matrix(x)` for a view written in place: also refuse a view in which two elements
+    share an address (a stride-0 broadcast, overlapping strides), since each element of an
+    in-place result must have one owner. Storage outside the view is never touched."""
+    m, n = matrix(x)
+    shared = shared_address(x)
+    if shared is not None:
+        raise ValueError(
+            f"x has shape {tuple(x.shape)} and strides {tuple(x.stride())}: {shared}. "
+            "Written in place, several results would go to one address: softmax a copy in "
+            "place (x.clone()), or write a new output with strided_softmax(x)."
+        )
+    return m, n
+
+
+def shared_address(x: torch.Tensor) -> str | None:
+    """Why two elements of the 2-D view `x` share a storage address, or None if none do."""
+    (m, n), (sr, sc) = x.shape, x.stride()
+    if m == 0 or n == 0:
+        return None
+    for size, stride, what in ((m, sr, "row"), (n, sc, "column")):
+        if size > 1 and stride == 0:
+            return f"its {what} stride is 0, so its {size} {what}s share addresses (a broadcast)"
+    if m < 2 or n < 2:
+        return None
+    (small, count), (large, _) = sorted(((sc, n), (sr, m)))
+    if large >= small * (count - 1) + 1:
+        return None  # the larger stride steps past every element of the smaller axis
+    rows = torch.arange(m, device=x.device).unsqueeze(1) * sr
+    index = (rows + torch.arange(n, device=x.device) * sc).flatten()
+    if int(index.unique().numel()) == index.numel():
+        return None  # interleaved, but every address once
+    return "its strides overlap (the same address is reached from two (row, column) pairs)"
+
+
+def matching_pair(y: object, dy: object) -> tuple[int, int]:
+    """Check the backward's inputs: `y` (softmax outputs) and `dy` (their gradient), both
+    2-D float views of one shape, dtype and device, any strides each; return `(M, N)`.
+    float64 is accepted too, so `torch.autograd.gradcheck` can run on them."""
+    for name, t in (("y", y), ("dy", dy)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}.")
+        if t.dim() != 2:
+            raise ValueError(
+                f"{name} must be 2-D (rows, columns), got {t.dim()}-D with shape {tuple(t.shape)}."
+            )
+        if t.dtype not in (*FLOAT_DTYPES, torch.float64):
+            raise TypeError(
+                f"{name} has dtype {t.dtype}; use torch.float16, torch.bfloat16, "
+                "torch.float32 or torch.float64."
+            )
+        _check_device(t)
+    if y.shape != dy.shape:
+        raise ValueError(
+            f"y has shape {tuple(y.shape)} but dy has shape {tuple(dy.shape)}: the gradient "
+            "has the shape of the output it belongs to."
+        )
+    if y.dtype != dy.dtype or y.device != dy.device:
+        raise ValueError(
+            f"y is {y.dtype} on {y.device} but dy is {dy.dtype} on {dy.device}: give both "
+            "the same dtype and device."
+        )
+    m, n = y.shape
+    if n == 0 or n > MAX_WIDTH:
+        raise ValueError(f"y has {n} columns; a row needs 1 to {MAX_WIDTH} of them.")
+    return m, n
+
+
 def _check_device(x: torch.Tensor) -> None:
     if x.device.type == "cuda":
         return

@@ -17,7 +17,7 @@ import tempfile
 import warnings
 from collections.abc import Callable, Iterable, Iterator
 
-from learning.workshops.checking.cases import PUBLIC_CASES, Case, CaseResult, run_case, suite
+from learning.workshops.checking.cases import Case, CaseResult, run_case, suite
 from learning.workshops.checking.faults import (
     INTERNAL_ERROR,
     CheckerFault,
@@ -160,9 +160,7 @@ def expect_cases(fn: Callable, op: str, names: Iterable[str] | None = None) -> N
     """Assert that `fn` passes the named public cases of `op` (all that apply by default)."""
     wanted = set(names) if names is not None else None
     chosen = [
-        c
-        for c in suite(op, PUBLIC_CASES, default_device().type)
-        if wanted is None or c.name in wanted
+        c for c in suite(op, None, default_device().type) if wanted is None or c.name in wanted
     ]
     if wanted is not None and len(chosen) != len(wanted):
         unknown = wanted - {c.name for c in chosen}

@@ -1,0 +1,301 @@
+"""Run the optional exercises' cases: softmax in place over a view, and the backward pass.
+
+`strided_softmax_(x)` softmaxes the view `x` over its own storage and returns `x`. Its
+view sits in a NaN-filled storage like the main op's, so a store outside the view shows
+there on any device; under the interpreter the audit also proves that each element is
+written by one program and read only by it (`audit.verify_in_place`). A view whose
+elements share an address must be refused before anything runs, the storage untouched.
+
+`strided_softmax_backward(y, dy)` returns dx = y * (dy - sum(dy * y)) per row as a new
+contiguous tensor, reading y and dy each through its own strides: the cases pair layouts
+with the same strides and with different ones, so a kernel that reads dy with y's strides
+fails only where they differ.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from dataclasses import replace
+
+import torch
+
+from learning.workshops.checking.allocations import GuardAllocations
+from learning.workshops.checking.audit import OwnershipError, audit, verify_in_place
+from learning.workshops.checking.cases import (
+    AUDIT_FAILURES,
+    DTYPES,
+    Case,
+    CaseResult,
+    Failure,
+    Op,
+    Verdict,
+    _compare,
+    _first_line,
+    _raised_text,
+    _run_bad_input,
+)
+from learning.workshops.checking.launches import count_launches
+from learning.workshops.checking.views import describe, sentinel_view
+from learning.workshops.notebook.contracts import interpreter_active, shared_address
+
+IN_PLACE_FAILURES = {
+    "outside-view": Failure.OUTSIDE_VIEW,
+    "read-after-write": Failure.FOREIGN_READ,
+    "duplicate": Failure.OWNERSHIP,
+    "stray-store": Failure.OUTSIDE_VIEW,
+}
+IN_PLACE_ORDER = ("outside-view", "stray-store", "duplicate", "read-after-write")
+
+
+def run_case(fn: Callable, op: Op, case: Case, device: torch.device, seed: int) -> CaseResult:
+    """Run `fn`, an in-place or backward op, on `case`; say whether, and how, it failed."""
+    generator = torch.Generator().manual_seed(seed)
+    if op.kind == "backward":
+        if case.bad_input:
+            return CaseResult.of(case, _backward_bad_input(fn, case, device, generator))
+        with count_launches() as launches:
+            verdict = _run_backward(fn, op, case, device, generator)
+    else:
+        if case.bad_input:
+            return CaseResult.of(case, _run_bad_input(fn, case, device, generator))
+        with count_launches() as launches:
+            verdict = _run_in_place(fn, op, case, device, generator)
+    return CaseResult.of(case, verdict, len(launches), case.cols)
+
+
+def _called(fn: Callable, *args, num_warps: int) -> object:
+    try:
+        return fn(*args, num_warps=num_warps)
+    except Exception as exc:  # the student's error is the evidence
+        return exc
+
+
+def _audited(*tensors: torch.Tensor, read_only: bool = True) -> contextlib.AbstractContextManager:
+    """The audit around one call, under the interpreter on CPU tensors only; `tensors` are
+    the inputs, protected from stores when `read_only`."""
+    if interpreter_active() and all(t.device.type == "cpu" for t in tensors):
+        return audit([t for t in tensors if t.numel()] if read_only else [])
+    return contextlib.nullcontext()
+
+
+def _changed(before: torch.Tensor, after: torch.Tensor) -> torch.Tensor:
+    """Where two storages differ, NaN equal to NaN."""
+    return (before.nan_to_num() != after.nan_to_num()) | (before.isnan() != after.isnan())
+
+
+# -- in place ---------------------------------------------------------------------------------
+
+
+def _run_in_place(fn, op: Op, case: Case, device, generator) -> Verdict:
+    storage, x = sentinel_view(case.geometry, DTYPES[case.dtype], device, generator, case.fill)
+    where = describe(x)
+    if case.geometry.aliased:
+        verdict = _refuses(fn, x, storage, case)
+    else:
+        verdict = _in_place(fn, op, x, storage, case)
+    return replace(verdict, text=f"{where}: {verdict.text}")
+
+
+def _refuses(fn, x: torch.Tensor, storage: torch.Tensor, case: Case) -> Verdict:
+    """A view whose elements share addresses: refused with an error naming its strides,
+    before any launch, the storage untouched."""
+    why = shared_address(x)
+    before = storage.clone()
+    with count_launches() as launches:
+        out = _called(fn, x, num_warps=case.num_warps)
+    written = bool(_changed(before, storage).any())
+    if not isinstance(out, Exception):
+        text = f"accepted, though {why}" + ("; the storage was written" if written else "")
+        return Verdict(Failure.ALIASING, f"{text}; refuse it (ValueError) before launching")
+    if not isinstance(out, (ValueError, TypeError)):
+        return Verdict(
+            Failure.UNCLEAR_ERROR, f"{_raised_text(out)}, expected a ValueError naming the strides"
+        )
+    if written or len(launches):
+        return Verdict(
+            Failure.ALIASING,
+            f"refused only after {len(launches)} launch(es)"
+            + (" that wrote the storage" if written else "")
+            + ": check the strides before launching",
+        )
+    named = str(tuple(x.stride())) in str(out) or "stride" in str(out).lower()
+    if not named:
+        return Verdict(
+            Failure.UNCLEAR_ERROR,
+            f"raised {type(out).__name__}({_first_line(out)!r}), which does not name the "
+            f"strides {tuple(x.stride())}",
+        )
+    return Verdict(None, f"refused ({type(out).__name__}), storage untouched")
+
+
+def _in_place(fn, op: Op, x: torch.Tensor, storage: torch.Tensor, case: Case) -> Verdict:
+    """A view with distinct addresses: softmaxed where it lies, nothing else touched."""
+    expected = op.reference(x)
+    before = storage.clone()
+    outside = torch.ones(storage.shape, dtype=torch.bool, device=storage.device)
+    if x.numel():
+        outside[x.storage_offset() + _indices(x).flatten()] = False
+    audited = _audited(x, read_only=False)
+    with count_launches(watch=x) as log, audited as trace, GuardAllocations() as mode:
+        out = _called(fn, x, num_warps=case.num_warps)
+    if trace is not None and trace.refused is not None:
+        finding = trace.verify(x)[0]
+        failure = IN_PLACE_FAILURES.get(finding.kind, AUDIT_FAILURES[finding.kind])
+        return Verdict(failure, finding.text)
+    if isinstance(out, OwnershipError):
+        return Verdict(Failure.OUTSIDE_VIEW, str(out))
+    if isinstance(out, Exception):
+        return Verdict(Failure.EXCEPTION, _raised_text(out))
+    stray = mode.guards.stray()
+    if stray:
+        return Verdict(Failure(stray[0]), stray[1])
+    changed = _changed(before, storage) & outside
+    if bool(changed.any()):
+        index = int(changed.nonzero()[0])
+        return Verdict(
+            Failure.OUTSIDE_VIEW,
+            f"storage index {index}, outside the view, changed: stores must land only at "
+            "the view's own elements",
+        )
+    findings = verify_in_place(trace, x) if trace is not None and case.rows else []
+    rank = {kind: i for i, kind in enumerate(IN_PLACE_ORDER)}
+    faults = sorted((f for f in findings if f.kind in rank), key=lambda f: rank[f.kind])
+    wrong = _compare(x, expected, x.dtype, op) if case.rows else None
+    if faults:
+        text = faults[0].text + (f"; {wrong.text}" if wrong else "")
+        return Verdict(IN_PLACE_FAILURES[faults[0].kind], text)
+    if case.rows and not len(log):
+        return Verdict(Failure.NO_KERNEL, "no Triton kernel was launched; x was written by torch")
+    if not case.rows and len(log):
+        return Verdict(Failure.EMPTY_ROWS, f"{len(log)} kernel launch(es) for a view with no rows")
+    if wrong:
+        evidence = [f.text for f in findings]
+        return Verdict(wrong.failure, wrong.text + (f"; audit: {evidence[0]}" if evidence else ""))
+    if log.torch_reads:
+        return Verdict(
+            Failure.COPY,
+            f"torch read x outside the kernel: {log.torch_reads[0]}; read and write the view "
+            "through its strides in the kernel alone",
+        )
+    if not (isinstance(out, torch.Tensor) and _same_view(out, x)):
+        what = type(out).__name__ if not isinstance(out, torch.Tensor) else "another tensor"
+        return Verdict(Failure.NOT_IN_PLACE, f"x was softmaxed, but the call returned {what}")
+    return Verdict(None, "softmaxed in place")
+
+
+def _indices(x: torch.Tensor) -> torch.Tensor:
+    """The view's element offsets from its first element, on its device."""
+    rows = torch.arange(x.shape[0], device=x.device).unsqueeze(1) * x.stride(0)
+    return rows + torch.arange(x.shape[1], device=x.device) * x.stride(1)
+
+
+def _same_view(out: torch.Tensor, x: torch.Tensor) -> bool:
+    return out.data_ptr() == x.data_ptr() and out.shape == x.shape and out.stride() == x.stride()
+
+
+# -- backward ---------------------------------------------------------------------------------
+
+
+def _run_backward(fn, op: Op, case: Case, device, generator) -> Verdict:
+    dtype = DTYPES[case.dtype]
+    y_storage, y = sentinel_view(case.geometry, dtype, device, generator)
+    y_storage.abs_().div_(max(case.cols, 1))  # like a softmax's rows: positive, about 1/N each
+    dy_storage, dy = sentinel_view(case.grad_geometry, dtype, device, generator)
+    where = f"y {describe(y)}; dy strides {tuple(dy.stride())}, offset {dy.storage_offset()}"
+    verdict = _backward(fn, op, case, y, dy, (y_storage, dy_storage))
+    return replace(verdict, text=f"{where}: {verdict.text}")
+
+
+def _backward(fn, op: Op, case: Case, y, dy, storages) -> Verdict:
+    befores = [s.clone() for s in storages]
+    with count_launches(watch=(y, dy)) as log, _audited(y, dy) as trace, GuardAllocations() as mode:
+        out = _called(fn, y, dy, num_warps=case.num_warps)
+    if trace is not None and trace.refused is not None:
+        finding = trace.verify(y)[0]
+        return Verdict(AUDIT_FAILURES[finding.kind], finding.text)
+    if isinstance(out, Exception):
+        return Verdict(Failure.EXCEPTION, _raised_text(out))
+    stray = mode.guards.stray()
+    if stray:
+        return Verdict(Failure(stray[0]), stray[1])
+    for name, before, after in zip(("y", "dy"), befores, storages, strict=True):
+        changed = _changed(before, after)
+        if bool(changed.any()):
+            index = int(changed.nonzero()[0])
+            return Verdict(Failure.INPUT_WRITTEN, f"{name}'s storage changed at index {index}")
+    if not isinstance(out, torch.Tensor):
+        return Verdict(Failure.NOT_A_TENSOR, f"returned {type(out).__name__}, expected dx")
+    shape = tuple(y.shape)
+    if tuple(out.shape) != shape:
+        return Verdict(Failure.SHAPE, f"dx has shape {tuple(out.shape)}, expected {shape}")
+    if out.dtype != y.dtype:
+        return Verdict(Failure.DTYPE, f"dx dtype {out.dtype}, expected {y.dtype} (y's)")
+    if out.device != y.device:
+        return Verdict(Failure.DEVICE, f"dx on {out.device}, expected {y.device} (y's)")
+    if not out.is_contiguous():
+        return Verdict(Failure.LAYOUT, f"dx has strides {tuple(out.stride())}, not contiguous")
+    if not case.rows:
+        if len(log):
+            return Verdict(Failure.EMPTY_ROWS, f"{len(log)} kernel launch(es) for no rows")
+        return Verdict(None, "empty dx, no launch")
+    if not len(log):
+        return Verdict(Failure.NO_KERNEL, "no Triton kernel was launched; dx came from torch")
+    findings = trace.verify(y, out) if trace is not None else []
+    faults = [f for f in findings if f.fault and f.kind != "unwritten"]
+    expected = op.reference(y, dy)
+    wrong = _compare(out, expected, y.dtype, op)
+    if faults:
+        text = faults[0].text + (f"; {wrong.text}" if wrong else "")
+        return Verdict(AUDIT_FAILURES[faults[0].kind], text)
+    if wrong:
+        without_sum = (y.double() * dy.double()).to(y.dtype).double()
+        if _compare(out, without_sum, y.dtype, op) is None:
+            return Verdict(
+                Failure.NO_ROW_SUM, f"dx equals y * dy: the row sum is missing; {wrong.text}"
+            )
+        return Verdict(wrong.failure, wrong.text)
+    if log.torch_reads:
+        return Verdict(
+            Failure.COPY,
+            f"torch read y or dy outside the kernel: {log.torch_reads[0]}; pass the views and "
+            "their strides to the kernel",
+        )
+    return Verdict(None, "dx matches")
+
+
+def _backward_bad_input(fn, case: Case, device, generator) -> Verdict:
+    """A bad (y, dy) pair: it must raise ValueError or TypeError naming the problem."""
+    kind = case.bad_input
+
+    def randn(*shape, dtype=torch.float32):
+        return torch.randn(*shape, generator=generator).to(dtype=dtype, device=device)
+
+    y, dy, num_warps, words = {
+        "shape-mismatch": lambda: (randn(4, 5), randn(5, 4), 4, ("(4, 5)", "(5, 4)")),
+        "3-d": lambda: (randn(2, 3, 4), randn(2, 3, 4), 4, ("3-D", "(2, 3, 4)")),
+        "int-dtype": lambda: (
+            torch.randint(0, 9, (4, 5), generator=generator, dtype=torch.int32).to(device),
+            torch.randint(0, 9, (4, 5), generator=generator, dtype=torch.int32).to(device),
+            4,
+            ("int32",),
+        ),
+        "warps-6": lambda: (randn(4, 5), randn(4, 5), 6, ("6",)),
+    }[kind]()
+    what = f"y {tuple(y.shape)}, dy {tuple(dy.shape)} {str(y.dtype).removeprefix('torch.')}"
+    what += f", num_warps={num_warps}"
+    try:
+        fn(y, dy, num_warps=num_warps)
+    except (ValueError, TypeError) as exc:
+        if any(word in str(exc) for word in words):
+            return Verdict(None, f"{what}: refused ({type(exc).__name__})")
+        return Verdict(
+            Failure.UNCLEAR_ERROR,
+            f"{what}: raised {type(exc).__name__}({_first_line(exc)!r}), which does not name "
+            f"the problem (expected one of {', '.join(map(repr, words))} in the message)",
+        )
+    except Exception as exc:
+        return Verdict(
+            Failure.UNCLEAR_ERROR, f"{what}: raised {type(exc).__name__}, expected ValueError"
+        )
+    return Verdict(Failure.NOT_RAISED, f"{what}: accepted; it must raise ValueError or TypeError")
