@@ -3,13 +3,14 @@
     python -m grader.gpu_check --out results/gpu
 
 Runs the GPU tests, `check --hint` on the reference and four buggy kernels, the benchmark
-twice (the spread between runs is the noise floor), the plots, and `nbgrader autograde`
-of a small cohort with the timing cell, and the sample cohort graded by two shards at once
-into a PostgreSQL gradebook (when I1_GRADEBOOK_URL names one); writes everything under --out
-and prints a short table last. `scripts/gpu_check.sh` sets up nbgrader's wheels (and a private
-PostgreSQL) first on a bare machine. Exit status: 0 when every step ran (read the table for how
-each went), 2 for a usage error or a machine without a CUDA device; only `check` runs without
-one (in Triton's interpreter).
+twice (the spread between runs is the noise floor), the plots, the backward's benchmark and
+its plot once, and `nbgrader autograde` of a small cohort with the timing cell, and the
+sample cohort graded by two shards at once into a PostgreSQL gradebook (when
+I1_GRADEBOOK_URL names one); writes everything under --out and prints a short table last.
+`scripts/gpu_check.sh` sets up nbgrader's wheels (and a private PostgreSQL) first on a bare
+machine. Exit status: 0 when every step ran (read the table for how each went), 2 for a
+usage error or a machine without a CUDA device; only `check` runs without one (in Triton's
+interpreter).
 """
 
 from __future__ import annotations
@@ -32,11 +33,14 @@ from grader.grading.grading_log import read_record
 from grader.grading.timing_record import SIDECAR
 from grader.zoo import BUGS, COPY_FIRST, write_bug
 from learning.workshops.check import UsageError
-from learning.workshops.measuring.results import load
+from learning.workshops.measuring.results import BACKWARD, load
 from learning.workshops.paths import unwritable
 
 STEPS = ("tests", "check", "benchmark", "autograde", "shards")
 NEEDS_CUDA = ("tests", "benchmark", "autograde", "shards")
+BACKWARD_OPTIONS = ("--shapes", "4096x4096,65536x512", "--warps", "4", "--reps", "50")
+"""The backward's run: the design's two shapes, one num_warps, fewer calls; a few seconds on an
+H200, most of them Python starting and Triton compiling."""
 SHARDS = 2
 SHARD_WORKERS = 2
 """Without CUDA the GPU tests all skip, the benchmark refuses and the timing cell scores 0."""
@@ -146,6 +150,44 @@ def benchmarks(out: Path) -> list[str]:
         f"run-to-run spread of medians: median {statistics.median(spreads):.1%}, "
         f"max {max(spreads):.1%}"
     )
+    return lines
+
+
+def backward_benchmark(out: Path) -> list[str]:
+    """The backward benchmark of the reference and its plot (backward.png); the table of its
+    cold rows on transposed y and dy."""
+    path = out / "backward.json"
+    code, seconds = run(
+        [
+            sys.executable,
+            "-m",
+            "learning.workshops.benchmark",
+            "--op",
+            BACKWARD,
+            "--impl",
+            "grader/reference.py",
+            "--output",
+            str(path),
+            *BACKWARD_OPTIONS,
+        ],
+        path.with_suffix(".log"),
+    )
+    if code:
+        return [f"backward benchmark failed (exit {code}): see {path.with_suffix('.log')}"]
+    run(
+        [sys.executable, "-m", "learning.workshops.plots", str(path), "--out", str(out)],
+        out / "backward_plots.log",
+    )
+    lines = [
+        f"backward benchmark in {seconds:.0f} s, transposed y and dy, cold",
+        f"{'variant':<14}{'shape':<11}{'warps':>5}{'ms':>9}{'GB/s':>8}",
+    ]
+    for row in load(path).rows:
+        if (row.layout, row.mode) == ("transpose", "cold"):
+            lines.append(
+                f"{row.variant:<14}{row.shape:<11}{row.num_warps or '-':>5}"
+                f"{row.median_ms:>9.4f}{row.gbps_logical:>8.0f}"
+            )
     return lines
 
 
@@ -303,6 +345,7 @@ def main(argv: list[str] | None = None) -> int:
                 "no:cacheprovider",
                 "tests/test_gpu.py",
                 "tests/test_benchmark.py",
+                "tests/test_backward_benchmark.py",
                 "tests/test_evidence.py",
             ],
             out / "pytest_gpu.log",
@@ -312,7 +355,7 @@ def main(argv: list[str] | None = None) -> int:
     if "check" in steps:
         table += checks(out)
     if "benchmark" in steps:
-        table += benchmarks(out)
+        table += benchmarks(out) + backward_benchmark(out)
     if "autograde" in steps:
         table += autograde(out)
     if "shards" in steps:

@@ -26,7 +26,7 @@ from learning.workshops.benchmark import (
     verify,
 )
 from learning.workshops.check import UsageError
-from learning.workshops.measuring.results import Results, ResultsError, Row, load
+from learning.workshops.measuring.results import FORWARD, Results, ResultsError, Row, load
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
@@ -223,12 +223,12 @@ def test_copy_variant_hands_the_kernel_a_contiguous_copy():
 def test_mismatch_accepts_a_softmax_and_names_wrong_values():
     """Is a right softmax accepted, and a wrong one described by how many values differ?"""
     x = make_input(5, 7, "transpose", torch.float32, "cpu")
-    assert mismatch(torch.softmax(x, dim=1), x) is None
+    assert mismatch(FORWARD, torch.softmax(x, dim=1), (x,)) is None
     wrong = torch.softmax(x, dim=1)
     wrong[2, 3] += 0.01
-    assert mismatch(wrong, x).startswith("1 of 35 values differ from a float64 softmax")
-    assert "expected (5, 7) torch.float32" in mismatch(wrong.double(), x)
-    assert mismatch(None, x) == "returned NoneType, not a tensor"
+    assert mismatch(FORWARD, wrong, (x,)).startswith("1 of 35 values differ from a float64 softmax")
+    assert "expected (5, 7) torch.float32" in mismatch(FORWARD, wrong.double(), (x,))
+    assert mismatch(FORWARD, None, (x,)) == "returned NoneType, not a tensor"
 
 
 def test_replayed_result_fails_on_fresh_inputs():
@@ -242,7 +242,7 @@ def test_replayed_result_fails_on_fresh_inputs():
     variant = Variant("direct", 4, lambda x: replays(x, 4))
     x = make_input(5, 7, "transpose", torch.float32, "cpu")
     with pytest.raises(BenchmarkFailure, match="direct num_warps=4 on 5x7 transpose") as caught:
-        verify(variant, x, variant.call(x), config)
+        verify(FORWARD, variant, (x,), variant.call(x), config)
     assert "on fresh inputs" in str(caught.value)
 
 
@@ -254,7 +254,7 @@ def test_a_raising_variant_is_named():
 
     config = Config(5, 7, "transpose", "cold")
     with pytest.raises(BenchmarkFailure, match="copy num_warps=8 on 5x7 transpose \\(cold\\) "):
-        benchmark.call(Variant("copy", 8, broken), torch.zeros(5, 7), config)
+        benchmark.call(Variant("copy", 8, broken), (torch.zeros(5, 7),), config)
 
 
 def test_table_shows_each_row():

@@ -279,3 +279,119 @@ def test_cli_refuses_a_missing_file(tmp_path, capsys):
     """Does a path that does not exist give exit status 2 and say it cannot be read?"""
     assert plots.main([str(tmp_path / "nope.json")]) == 2
     assert "cannot read" in capsys.readouterr().err
+
+
+# --- The backward --------------------------------------------------------------------------
+
+
+def backward_row(variant: str, shape: tuple[int, int], layout: str, mode: str, **kw) -> Row:
+    """A backward row of median `ms` (min 0.9, max 1.3 times it) and its logical GB/s."""
+    (m, n), ms, warps = shape, kw.get("ms", 0.1), kw.get("num_warps")
+    tensors = 2 if variant == "roof" else 3
+    gbps = tensors * m * n * 4 / (ms * 1e6)
+    return Row(variant, m, n, layout, mode, warps, ms, 0.9 * ms, 1.3 * ms, 5, gbps, gbps, True)
+
+
+def backward_results(warps: tuple[int, ...] = (4, 8), roof: bool = True) -> Results:
+    """A small backward run: two shapes, both layouts and modes, every variant."""
+    rows = []
+    for shape in ((4096, 4096), (65536, 512)):
+        for layout in ("transpose", "contiguous"):
+            for mode in ("cold", "warm"):
+                here = (shape, layout, mode)
+                rows += [
+                    backward_row("direct", *here, num_warps=w, ms=0.09 + w / 1e3) for w in warps
+                ]
+                if layout == "transpose":
+                    rows += [backward_row("copy", *here, num_warps=w, ms=0.25) for w in warps]
+                rows.append(backward_row("torch", *here, ms=0.2))
+                if roof:
+                    rows.append(backward_row("roof", *here, ms=0.045 if mode == "cold" else 0.04))
+    return Results(
+        op="strided_softmax_backward",
+        impl="work/strided_softmax.ipynb",
+        device="NVIDIA H200",
+        capability="9.0",
+        dtype="float32",
+        created="2026-12-01T00:00:00+00:00",
+        versions={"torch": "2.13.0"},
+        rows=rows,
+    )
+
+
+def backward_gid(r: Row) -> str:
+    return f"backward:{r.shape}:{r.mode}:{r.layout}:{r.variant}:{r.num_warps}"
+
+
+def test_backward_plot_has_one_bar_per_row_as_tall_as_its_gbps():
+    """Does the backward plot draw one bar per variant, num_warps, layout, mode and shape, as
+    tall as the row's logical GB/s?"""
+    run = backward_results()
+    drawn = bars(plots.plot_backward(run), "backward:")
+    timed = [r for r in run.rows if r.variant != "roof"]
+    assert set(drawn) == {backward_gid(r) for r in timed}
+    assert len(drawn) == 2 * 2 * (5 + 3)
+    for r in timed:
+        assert drawn[backward_gid(r)].get_height() == pytest.approx(r.gbps_logical)
+
+
+def test_backward_whiskers_span_the_slowest_and_fastest_call():
+    """Does each backward bar carry a whisker from its slowest call's GB/s to its fastest's?"""
+    run = backward_results()
+    row = next(r for r in run.rows if r.variant == "copy")
+    container = next(
+        c
+        for ax in plots.plot_backward(run).axes
+        for c in ax.containers
+        if getattr(c, "patches", None) and c.patches[0].get_gid() == backward_gid(row)
+    )
+    (segment,) = container.errorbar.lines[2][0].get_segments()
+    bytes_moved = 3 * row.rows * row.cols * 4
+    slowest, fastest = (bytes_moved / (ms * 1e6) for ms in (row.max_ms, row.min_ms))
+    assert sorted(segment[:, 1]) == pytest.approx([slowest, fastest])
+
+
+def test_backward_plot_says_whose_run_its_bytes_and_the_roof():
+    """Does the backward plot name the file, device and dtype, count 3 x M x N bytes, and
+    draw and title each panel's roof?"""
+    fig = plots.plot_backward(backward_results())
+    assert fig.get_suptitle().startswith(
+        "Softmax backward bandwidth: strided_softmax.ipynb on NVIDIA H200, float32"
+    )
+    ax = panel(fig, "backward 65536x512 warm")
+    assert "3 x M x N" in panel(fig, "backward 65536x512 cold").get_ylabel()
+    roof = 2 * 65536 * 512 * 4 / (0.04 * 1e6)
+    (line,) = [ln for ln in ax.lines if ln.get_gid() == "roof:65536x512:warm"]
+    assert list(line.get_ydata()) == pytest.approx([roof] * 2)
+    assert ax.get_title(loc="left").endswith(f"roof {roof:,.0f} GB/s")
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert legend[0].startswith("direct:") and "roof: plain device copy" in legend
+
+
+def test_backward_with_one_warps_and_no_roof_still_draws():
+    """Does a run with only num_warps=4 and no roof draw its bars and no roof line?"""
+    fig = plots.plot_backward(backward_results(warps=(4,), roof=False))
+    drawn = bars(fig, "backward:")
+    assert len(drawn) == 2 * 2 * (3 + 2)
+    assert all(gid.endswith((":4", ":None")) for gid in drawn)
+    assert not [ln for ax in fig.axes for ln in ax.lines if ln.get_gid()]
+
+
+def test_each_plot_refuses_the_other_ops_run(results):
+    """Is a backward run refused by the forward's plots, and a forward run by plot_backward,
+    each naming the plots that draw it?"""
+    with pytest.raises(
+        ValueError, match="run of strided_softmax_backward, not of strided_softmax;"
+    ):
+        plots.plot_layouts(backward_results())
+    with pytest.raises(ValueError, match="draw it with plot_warps, plot_layouts"):
+        plots.plot_backward(results)
+
+
+def test_cli_draws_backward_png_for_a_backward_run(tmp_path, capsys):
+    """Does the plots command write backward.png, and only it, for a backward results file?"""
+    path = backward_results().save(tmp_path / "backward.json")
+    assert plots.main([str(path), "--out", str(tmp_path / "plots")]) == 0
+    assert [p.name for p in (tmp_path / "plots").iterdir()] == ["backward.png"]
+    assert (tmp_path / "plots" / "backward.png").read_bytes().startswith(PNG_MAGIC)
+    assert capsys.readouterr().out == f"wrote {tmp_path / 'plots' / 'backward.png'}\n"

@@ -1,11 +1,14 @@
-"""Time a softmax over real tensor views against a copy-first variant, torch and a plain copy.
+"""Time a softmax over real tensor views, or its backward, against copy-first, torch and a copy.
 
     python -m learning.workshops.benchmark --op strided_softmax --output results/local/i1.json
+    python -m learning.workshops.benchmark --op strided_softmax_backward --output backward.json
 
 For each shape, layout and mode the variants run interleaved call by call (`timing`), then
-every timed output is checked against a float64 softmax, and again on fresh inputs: a wrong
-kernel's time means nothing. Exit status: 0 when results were written, 1 when a variant
-failed its check, 2 for a usage error or a machine without a CUDA device.
+every timed output is checked against a float64 result, and again on fresh inputs: a wrong
+kernel's time means nothing. The backward, `strided_softmax_backward(y, dy, num_warps)`, gets
+y (a row softmax) and dy as views of one layout and is timed against PyTorch's own softmax
+backward. Exit status: 0 when results were written, 1 when a variant failed its check, 2 for a
+usage error or a machine without a CUDA device.
 """
 
 from __future__ import annotations
@@ -28,11 +31,10 @@ from learning.workshops.check import UsageError, find_impl
 from learning.workshops.checking.cases import DTYPES, OPS, TOLERANCES
 from learning.workshops.checking.loader import LoadError, load_function
 from learning.workshops.measuring import timing
-from learning.workshops.measuring.results import LAYOUTS, Results, Row
+from learning.workshops.measuring.results import BACKWARD, FORWARD, LAYOUTS, Results, Row
 from learning.workshops.notebook import contracts
 from learning.workshops.paths import unwritable
 
-BENCHMARKED_OPS = ("strided_softmax",)
 DEFAULT_SHAPES = ((2048, 2048), (4096, 4096), (65536, 512))
 DEFAULT_WARPS = (4, 8)
 DEFAULT_MODES = timing.MODES
@@ -40,7 +42,8 @@ DEFAULT_LAYOUTS = LAYOUTS
 DEFAULT_DTYPE = "float32"
 DEFAULT_REPS = 100
 
-Softmax = Callable[[torch.Tensor, int], torch.Tensor]
+Kernel = Callable[..., torch.Tensor]
+"""The function timed: strided_softmax(x, num_warps), strided_softmax_backward(y, dy, num_warps)."""
 
 
 class BenchmarkFailure(Exception):
@@ -62,11 +65,11 @@ class Config:
 
 @dataclass(frozen=True)
 class Variant:
-    """One softmax to time: its results name, its num_warps, and the call on an input."""
+    """One way to compute the op: its results name, its num_warps, and the call on the inputs."""
 
     name: str
     num_warps: int | None
-    call: Callable[[torch.Tensor], torch.Tensor]
+    call: Kernel
 
     @property
     def label(self) -> str:
@@ -76,15 +79,16 @@ class Variant:
 # --- Bytes and bandwidth -------------------------------------------------------------------
 
 
-def logical_bytes(rows: int, cols: int, element_size: int) -> int:
-    """Bytes a softmax must move at least: read every element once, write it once."""
-    return 2 * rows * cols * element_size
+def logical_bytes(rows: int, cols: int, element_size: int, inputs: int = 1) -> int:
+    """Bytes the op must move at least: read each of its `inputs` once (x; or y and dy), write
+    the output once: 2 x M x N x size for the softmax, 3 x M x N x size for its backward."""
+    return (inputs + 1) * rows * cols * element_size
 
 
-def traffic_bytes(variant: str, rows: int, cols: int, element_size: int) -> int:
-    """Bytes the variant really moves: `copy` reads and writes the input once more first."""
-    factor = 2 if variant == "copy" else 1
-    return factor * logical_bytes(rows, cols, element_size)
+def traffic_bytes(variant: str, rows: int, cols: int, element_size: int, inputs: int = 1) -> int:
+    """Bytes the variant really moves: `copy` first reads and writes each input once more."""
+    copies = 2 * inputs * rows * cols * element_size if variant == "copy" else 0
+    return logical_bytes(rows, cols, element_size, inputs) + copies
 
 
 def gbps(nbytes: int, ms: float) -> float:
@@ -106,7 +110,23 @@ def make_input(
     raise ValueError(f"unknown layout {layout!r}; choose one of {', '.join(LAYOUTS)}.")
 
 
-def softmax_variants(fn: Softmax, warps: Sequence[int], layout: str) -> list[Variant]:
+def make_softmax_inputs(
+    rows: int, cols: int, layout: str, dtype: torch.dtype, device: torch.device | str
+) -> tuple[torch.Tensor]:
+    """The softmax's one input, x, as a tuple like the backward's inputs."""
+    return (make_input(rows, cols, layout, dtype, device),)
+
+
+def make_backward_inputs(
+    rows: int, cols: int, layout: str, dtype: torch.dtype, device: torch.device | str
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The backward's inputs: y, a row softmax, and dy, random; two views of one layout."""
+    y = make_input(rows, cols, layout, dtype, device)
+    y.copy_(torch.softmax(y, dim=1, dtype=torch.float32))  # through the view: y keeps its layout
+    return y, make_input(rows, cols, layout, dtype, device)
+
+
+def softmax_variants(fn: Kernel, warps: Sequence[int], layout: str) -> list[Variant]:
     """`direct` and `copy` for each num_warps, then torch.softmax; no `copy` when contiguous."""
     found = [Variant("direct", w, lambda x, w=w: fn(x, w)) for w in warps]
     if layout != "contiguous":  # there x.contiguous() is x itself: nothing to compare
@@ -115,8 +135,58 @@ def softmax_variants(fn: Softmax, warps: Sequence[int], layout: str) -> list[Var
     return found
 
 
-def mismatch(out: object, x: torch.Tensor) -> str | None:
-    """What is wrong with `out` as the row softmax of `x`, or None when it is right."""
+def torch_softmax_backward(y: torch.Tensor, dy: torch.Tensor) -> torch.Tensor:
+    """PyTorch's own softmax backward on the views: what autograd runs after torch.softmax."""
+    return torch._softmax_backward_data(dy, y, 1, y.dtype)
+
+
+def backward_variants(fn: Kernel, warps: Sequence[int], layout: str) -> list[Variant]:
+    """`direct` and `copy` (both inputs copied) for each num_warps, then torch's backward."""
+    found = [Variant("direct", w, lambda y, dy, w=w: fn(y, dy, w)) for w in warps]
+    if layout != "contiguous":
+        found += [
+            Variant("copy", w, lambda y, dy, w=w: fn(y.contiguous(), dy.contiguous(), w))
+            for w in warps
+        ]
+    found.append(Variant("torch", None, torch_softmax_backward))
+    return found
+
+
+def softmax_reference(x: torch.Tensor) -> torch.Tensor:
+    """The row softmax of `x` in float64."""
+    return torch.softmax(x.double(), dim=1)
+
+
+def backward_reference(y: torch.Tensor, dy: torch.Tensor) -> torch.Tensor:
+    """dx = y * (dy - sum(dy * y)) per row, in float64."""
+    y, dy = y.double(), dy.double()
+    return y * (dy - (dy * y).sum(dim=1, keepdim=True))
+
+
+@dataclass(frozen=True)
+class TimedOp:
+    """An op the benchmark times (its function is the check's, `OPS`): how its inputs are
+    drawn, the variants timed beside the roof, and the float64 result each output is checked
+    against."""
+
+    make_inputs: Callable[..., tuple[torch.Tensor, ...]]
+    variants: Callable[[Kernel, Sequence[int], str], list[Variant]]
+    reference: Callable[..., torch.Tensor]
+    reference_name: str
+
+
+TIMED_OPS = {
+    FORWARD: TimedOp(make_softmax_inputs, softmax_variants, softmax_reference, "softmax"),
+    BACKWARD: TimedOp(
+        make_backward_inputs, backward_variants, backward_reference, "softmax backward"
+    ),
+}
+"""Each op of `--op`, by the name its results file records and the check command takes."""
+
+
+def mismatch(op: str, out: object, inputs: Sequence[torch.Tensor]) -> str | None:
+    """What is wrong with `out` as `op`'s result on `inputs`, or None when it is right."""
+    timed_op, x = TIMED_OPS[op], inputs[0]
     if not isinstance(out, torch.Tensor):
         return f"returned {type(out).__name__}, not a tensor"
     if (out.shape, out.dtype, out.device) != (x.shape, x.dtype, x.device):
@@ -124,7 +194,7 @@ def mismatch(out: object, x: torch.Tensor) -> str | None:
             f"returned shape {tuple(out.shape)} {out.dtype} on {out.device}, expected "
             f"{tuple(x.shape)} {x.dtype} on {x.device}"
         )
-    ref = torch.softmax(x.double(), dim=1)
+    ref = timed_op.reference(*inputs)
     rtol, atol = TOLERANCES[x.dtype]
     close = torch.isclose(out.double(), ref, rtol=rtol, atol=atol)
     if bool(close.all()):
@@ -132,33 +202,43 @@ def mismatch(out: object, x: torch.Tensor) -> str | None:
     error = (out.double() - ref).abs().nan_to_num(float("inf")).max().item()
     wrong = int((~close).sum())
     return (
-        f"{wrong} of {close.numel()} values differ from a float64 softmax "
+        f"{wrong} of {close.numel()} values differ from a float64 {timed_op.reference_name} "
         f"(largest error {error:.3g})"
     )
 
 
-def call(variant: Variant, x: torch.Tensor, config: Config) -> torch.Tensor:
-    """The variant's output on `x`; BenchmarkFailure naming it when it raises."""
+def call(variant: Variant, inputs: Sequence[torch.Tensor], config: Config) -> torch.Tensor:
+    """The variant's output on `inputs`; BenchmarkFailure naming it when it raises."""
     try:
-        return variant.call(x)
+        return variant.call(*inputs)
     except Exception as exc:
         raise BenchmarkFailure(
             f"{variant.label} on {config} raised {type(exc).__name__}: {exc}".splitlines()[0]
         ) from exc
 
 
-def verify(variant: Variant, x: torch.Tensor, out: torch.Tensor, config: Config) -> None:
-    """Check a timed output, then one call on fresh inputs; BenchmarkFailure says which failed."""
-    problem = mismatch(out, x)
+def verify(
+    op: str,
+    variant: Variant,
+    inputs: Sequence[torch.Tensor],
+    out: torch.Tensor,
+    config: Config,
+) -> None:
+    """Check a timed output of `op`, then one call on fresh inputs; BenchmarkFailure says
+    which failed."""
+    problem = mismatch(op, out, inputs)
     if problem is None:
-        fresh = make_input(config.rows, config.cols, config.layout, x.dtype, x.device)
-        problem = mismatch(call(variant, fresh, config), fresh)
+        x = inputs[0]
+        fresh = TIMED_OPS[op].make_inputs(
+            config.rows, config.cols, config.layout, x.dtype, x.device
+        )
+        problem = mismatch(op, call(variant, fresh, config), fresh)
         if problem is not None:
             problem = f"on fresh inputs, {problem}, as if an earlier result were returned"
     if problem is not None:
         raise BenchmarkFailure(
             f"{variant.label} on {config}: {problem}; a wrong result's time means nothing, so "
-            "nothing was written. Run python -m learning.workshops.check strided_softmax --hint."
+            f"nothing was written. Run python -m learning.workshops.check {op} --hint."
         )
 
 
@@ -166,12 +246,18 @@ def verify(variant: Variant, x: torch.Tensor, out: torch.Tensor, config: Config)
 
 
 def make_row(
-    name: str, num_warps: int | None, config: Config, samples_ms: list[float], size: int
+    name: str,
+    num_warps: int | None,
+    config: Config,
+    samples_ms: list[float],
+    size: int,
+    inputs: int = 1,
 ) -> Row:
-    """A checked results row from raw samples; `size` is the element size in bytes."""
+    """A checked results row from raw samples; `size` is the element size in bytes, `inputs`
+    the number of tensors the op reads (the roof copy reads one)."""
     stats = timing.summarize(samples_ms)
-    logical = logical_bytes(config.rows, config.cols, size)
-    traffic = traffic_bytes(name, config.rows, config.cols, size)
+    logical = logical_bytes(config.rows, config.cols, size, inputs)
+    traffic = traffic_bytes(name, config.rows, config.cols, size, inputs)
     return Row(
         variant=name,
         rows=config.rows,
@@ -189,31 +275,41 @@ def make_row(
     )
 
 
-def _record(outputs: dict[str, torch.Tensor], variant: Variant, x: torch.Tensor) -> None:
-    outputs[variant.label] = variant.call(x)
+def _record(
+    outputs: dict[str, torch.Tensor], variant: Variant, inputs: Sequence[torch.Tensor]
+) -> None:
+    outputs[variant.label] = variant.call(*inputs)
 
 
 def time_config(
-    fn: Softmax, config: Config, warps: Sequence[int], dtype: torch.dtype, reps: int
+    op: str,
+    fn: Kernel,
+    config: Config,
+    warps: Sequence[int],
+    dtype: torch.dtype,
+    reps: int,
 ) -> list[Row]:
     """Time every variant of one configuration interleaved, then check what each returned."""
     device = contracts.default_device()
-    x = make_input(config.rows, config.cols, config.layout, dtype, device)
-    variants = softmax_variants(fn, warps, config.layout)
-    outputs = {v.label: call(v, x, config) for v in variants}  # compiles, and names a crash
+    timed_op = TIMED_OPS[op]
+    inputs = timed_op.make_inputs(config.rows, config.cols, config.layout, dtype, device)
+    variants = timed_op.variants(fn, warps, config.layout)
+    outputs = {v.label: call(v, inputs, config) for v in variants}  # compiles, names a crash
     src = torch.randn(config.rows * config.cols, dtype=dtype, device=device)
     dst = torch.empty_like(src)
     timed: dict[str, Callable[[], object]] = {
-        v.label: partial(_record, outputs, v, x) for v in variants
+        v.label: partial(_record, outputs, v, inputs) for v in variants
     }
     timed["roof"] = partial(dst.copy_, src)
     samples = timing.interleaved(timed, reps, config.mode, device=device)
     for variant in variants:
-        verify(variant, x, outputs[variant.label], config)
+        verify(op, variant, inputs, outputs[variant.label], config)
     if not torch.equal(dst, src):
         raise BenchmarkFailure(f"roof on {config}: the device copy did not copy; check the GPU.")
-    size = x.element_size()
-    rows = [make_row(v.name, v.num_warps, config, samples[v.label], size) for v in variants]
+    size = src.element_size()
+    rows = [
+        make_row(v.name, v.num_warps, config, samples[v.label], size, len(inputs)) for v in variants
+    ]
     return rows + [make_row("roof", None, config, samples["roof"], size)]
 
 
@@ -228,7 +324,7 @@ def require_gpu_timing() -> None:
 
 
 def run_benchmark(
-    fn: Softmax,
+    fn: Kernel,
     shapes: Sequence[tuple[int, int]] = DEFAULT_SHAPES,
     warps: Sequence[int] = DEFAULT_WARPS,
     modes: Sequence[str] = DEFAULT_MODES,
@@ -236,8 +332,10 @@ def run_benchmark(
     dtype: str | torch.dtype = DEFAULT_DTYPE,
     reps: int = DEFAULT_REPS,
     progress: bool = True,
+    op: str = FORWARD,
 ) -> list[Row]:
-    """Time and check `fn(x, num_warps)` in every configuration; one checked row per variant."""
+    """Time and check `fn` in every configuration, one checked row per variant: `fn(x,
+    num_warps)` for the softmax, `fn(y, dy, num_warps)` for op="strided_softmax_backward"."""
     require_gpu_timing()
     dtype = DTYPES[dtype] if isinstance(dtype, str) else dtype
     configs = [
@@ -248,7 +346,7 @@ def run_benchmark(
     with bar:  # closed on failure too, so a message after it starts on its own line
         for config in bar:
             bar.set_postfix_str(str(config))
-            rows += time_config(fn, config, warps, dtype, reps)
+            rows += time_config(op, fn, config, warps, dtype, reps)
     return rows
 
 
@@ -324,9 +422,9 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     """The command's options, each declared once with its default and help."""
     p = _Parser(prog="python -m learning.workshops.benchmark", description=__doc__.splitlines()[0])
-    p.add_argument("--op", default="strided_softmax", choices=BENCHMARKED_OPS, help="what to time")
+    p.add_argument("--op", default=FORWARD, choices=tuple(TIMED_OPS), help="what to time")
     p.add_argument("--output", required=True, type=Path, help="the results file (JSON) to write")
-    p.add_argument("--impl", help="a .py file or notebook that defines the function")
+    p.add_argument("--impl", help="a .py file or notebook that defines the op's function")
     shapes = ",".join(f"{m}x{n}" for m, n in DEFAULT_SHAPES)
     p.add_argument("--shapes", default=shapes, help="logical shapes ROWSxCOLS (%(default)s)")
     warps = ",".join(map(str, DEFAULT_WARPS))
@@ -417,6 +515,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             options.layouts,
             options.dtype,
             options.reps,
+            op=options.op,
         )
     except BenchmarkFailure as exc:
         print(f"benchmark: {exc}", file=sys.stderr)

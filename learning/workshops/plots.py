@@ -1,10 +1,11 @@
-"""Plots of one benchmark run: the num_warps comparison and the layout comparison.
+"""Plots of one benchmark run: the num_warps comparison, the layout comparison, the backward.
 
 `plot_warps` shows, per shape and layout, the median time of 4 against 8 warps for the
 direct and copy-first variants, with min-max whiskers. `plot_layouts` shows, per shape and
 mode, the effective bandwidth (logical bytes) of each way to compute the softmax of a
-transposed view, with the plain device copy as the roof. Figures are built without pyplot,
-so they draw on a headless machine.
+transposed view, with the plain device copy as the roof. `plot_backward` shows, for a run of
+the backward (`--op strided_softmax_backward`), the bandwidth of every variant per shape,
+layout and mode. Figures are built without pyplot, so they draw on a headless machine.
 
     python -m learning.workshops.plots results/local/i1.json --out results/local/plots
 """
@@ -22,7 +23,14 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-from learning.workshops.measuring.results import Results, ResultsError, Row, load
+from learning.workshops.measuring.results import (
+    BACKWARD,
+    FORWARD,
+    Results,
+    ResultsError,
+    Row,
+    load,
+)
 
 MODES = ("cold", "warm")
 MODE_NAMES = {"cold": "cold (L2 flushed)", "warm": "warm (back to back)"}
@@ -31,7 +39,7 @@ WARP_COLOURS = ("#4c78a8", "#f58518", "#54a24b", "#b279a2", "#9d755d")
 WHISKER = "#333333"
 ROOF = "#222222"
 DPI = 130
-BENCHMARK_COMMAND = "`python -m learning.workshops.benchmark --op strided_softmax --output FILE`"
+BENCHMARK_COMMAND = "`python -m learning.workshops.benchmark --op {op} --output FILE`"
 
 
 @dataclass(frozen=True)
@@ -63,10 +71,18 @@ WARP_GROUPS = (("direct", "transpose"), ("copy", "transpose"), ("direct", "conti
 """The (variant, layout) pairs whose num_warps are compared."""
 VARIANT_NAMES = {"direct": "direct", "copy": "copy first"}
 
+BACKWARD_VARIANTS = {
+    "direct": ("the kernel on the views of y and dy", "#e45756"),
+    "copy": ("y.contiguous() and dy.contiguous(), then the kernel", "#f58518"),
+    "torch": ("torch's softmax backward on the views", "#4c78a8"),
+}
+"""The backward plot's bars in each layout group, left to right: legend text and colour."""
+LAYOUT_NAMES = {"transpose": "transposed y and dy", "contiguous": "contiguous y and dy"}
+
 
 def plot_warps(results: Results) -> Figure:
     """Median ms of each num_warps, per shape, layout, variant and mode, with min-max whiskers."""
-    _require_rows(results)
+    _require_rows(results, FORWARD)
     rows = [r for r in results.rows if (r.variant, r.layout) in WARP_GROUPS and r.num_warps]
     if not rows:
         return _message_figure(
@@ -100,7 +116,7 @@ def plot_warps(results: Results) -> Figure:
 
 def plot_layouts(results: Results) -> Figure:
     """Effective GB/s (logical bytes) of each variant, per shape and mode, under the roof."""
-    _require_rows(results)
+    _require_rows(results, FORWARD)
     shapes = _ordered(r.shape for r in results.rows)
     modes = [m for m in MODES if any(r.mode == m for r in results.rows)]
     fig = Figure(figsize=(max(11.0, 6.8 * len(modes)), 4.6 * len(shapes) + 1.2))
@@ -144,24 +160,89 @@ def plot_layouts(results: Results) -> Figure:
     return fig
 
 
+def plot_backward(results: Results) -> Figure:
+    """Effective GB/s (logical bytes: read y and dy, write dx) of each backward variant and
+    num_warps, per shape, mode and layout, with fastest-to-slowest whiskers, under the roof."""
+    _require_rows(results, BACKWARD)
+    rows = [r for r in results.rows if r.variant in BACKWARD_VARIANTS]
+    shapes = _ordered(r.shape for r in results.rows)
+    modes = [m for m in MODES if any(r.mode == m for r in results.rows)]
+    most_bars = max(len(_backward_bars(rows, s, m)) for s in shapes for m in modes)
+    fig = Figure(figsize=(max(11.0, (0.8 * most_bars + 1.8) * len(modes)), 4.4 * len(shapes) + 1.4))
+    fig.set_layout_engine("constrained")
+    axes = fig.subplots(len(shapes), len(modes), squeeze=False)
+    for i, shape in enumerate(shapes):
+        roofs = {m: _roof(results, shape, m) for m in modes}
+        top = max(  # one scale per shape, so cold and warm compare at a glance
+            [1.2 * _gbps_span(r)[1] for r in rows if r.shape == shape]
+            + [1.1 * roof.gbps_logical for roof in roofs.values() if roof is not None],
+            default=1.0,
+        )
+        for j, mode in enumerate(modes):
+            ax = axes[i][j]
+            ax.set_label(f"backward {shape} {mode}")
+            title = f"{shape}, {MODE_NAMES[mode]}"
+            roof = roofs[mode]
+            if roof is not None:
+                line = ax.axhline(roof.gbps_logical, color=ROOF, linestyle="--", linewidth=1.2)
+                line.set_gid(f"roof:{shape}:{mode}")
+                title += f"; roof {roof.gbps_logical:,.0f} GB/s"
+            _draw_backward_panel(ax, rows, shape, mode)
+            ax.set_ylim(0, top)
+            ax.set_title(title, loc="left", fontsize=11)
+            if j == 0:
+                ax.set_ylabel("effective bandwidth (GB/s)\nlogical bytes: 3 x M x N x size")
+    present = {r.variant for r in rows}
+    handles = [
+        Patch(color=colour, label=f"{VARIANT_NAMES.get(v, v)}: {text}")
+        for v, (text, colour) in BACKWARD_VARIANTS.items()
+        if v in present
+    ]
+    handles.append(
+        Line2D([], [], color=WHISKER, marker="_", markersize=10, label="fastest to slowest call")
+    )
+    if any(r.variant == "roof" for r in results.rows):
+        handles.append(Line2D([], [], color=ROOF, linestyle="--", label="roof: plain device copy"))
+    fig.legend(handles=handles, loc="outside lower center", ncols=3, frameon=False)
+    fig.suptitle(
+        f"Softmax backward bandwidth: {_whose(results)} (higher is better)",
+        fontsize=13,
+    )
+    return fig
+
+
+PLOTS = {
+    FORWARD: (("warps.png", plot_warps), ("layouts.png", plot_layouts)),
+    BACKWARD: (("backward.png", plot_backward),),
+}
+"""The plots of each op's results, by file name."""
+
+
 def save_plots(results: Results, folder: Path | str) -> list[Path]:
-    """Write `warps.png` and `layouts.png` into `folder`; return their paths."""
-    _require_rows(results)
+    """Write the plots of the run's op into `folder` (`warps.png` and `layouts.png` for the
+    softmax, `backward.png` for its backward); return their paths."""
+    _require_rows(results, results.op)
     out = Path(folder)
     out.mkdir(parents=True, exist_ok=True)
     paths = []
-    for name, plot in (("warps.png", plot_warps), ("layouts.png", plot_layouts)):
+    for name, plot in PLOTS[results.op]:
         path = out / name
         plot(results).savefig(path, dpi=DPI, format="png")
         paths.append(path)
     return paths
 
 
-def _require_rows(results: Results) -> None:
+def _require_rows(results: Results, op: str) -> None:
+    """ValueError unless `results` is a run of `op` with rows to plot."""
+    if results.op != op:
+        drawn_by = ", ".join(plot.__name__ for _, plot in PLOTS[results.op])
+        raise ValueError(
+            f"the results file is a run of {results.op}, not of {op}; draw it with {drawn_by}."
+        )
     if not results.rows:
         raise ValueError(
-            f"the results file has no rows, so there is nothing to plot; run {BENCHMARK_COMMAND} "
-            "on a CUDA machine to measure some."
+            "the results file has no rows, so there is nothing to plot; run "
+            f"{BENCHMARK_COMMAND.format(op=op)} on a CUDA machine to measure some."
         )
 
 
@@ -315,6 +396,69 @@ def _draw_traffic(ax: Axes, x: float, row: Row, bar: Bar, gid: str, label: str, 
     )
 
 
+def _backward_bars(rows: list[Row], shape: str, mode: str) -> list[Row]:
+    """One panel's bars in drawing order: per layout, each variant by increasing num_warps."""
+    order = {v: k for k, v in enumerate(BACKWARD_VARIANTS)}
+    panel = [r for r in rows if (r.shape, r.mode) == (shape, mode)]
+    layouts = {lay: k for k, lay in enumerate(LAYOUT_NAMES)}
+    return sorted(panel, key=lambda r: (layouts[r.layout], order[r.variant], r.num_warps or 0))
+
+
+def _gbps_span(row: Row) -> tuple[float, float]:
+    """The GB/s of the row's slowest and fastest calls."""
+    return (
+        row.gbps_logical * row.median_ms / row.max_ms,
+        row.gbps_logical * row.median_ms / row.min_ms,
+    )
+
+
+def _draw_backward_panel(ax: Axes, rows: list[Row], shape: str, mode: str) -> None:
+    """Bars grouped by layout, a gap between the groups, each group named under its ticks."""
+    ticks, labels, groups = [], [], {}
+    x = 0.0
+    for row in _backward_bars(rows, shape, mode):
+        if groups and row.layout not in groups:
+            x += 0.6  # the gap between layouts
+        groups.setdefault(row.layout, []).append(x)
+        slowest, fastest = _gbps_span(row)
+        err = [[row.gbps_logical - slowest], [fastest - row.gbps_logical]]
+        bars = ax.bar(
+            x,
+            row.gbps_logical,
+            0.7,
+            color=BACKWARD_VARIANTS[row.variant][1],
+            yerr=err,
+            error_kw={"ecolor": WHISKER, "capsize": 3, "elinewidth": 1},
+        )
+        bars.patches[0].set_gid(
+            f"backward:{shape}:{mode}:{row.layout}:{row.variant}:{row.num_warps}"
+        )
+        ax.annotate(
+            f"{row.gbps_logical:,.0f}\n{row.median_ms:.3g} ms",
+            (x, fastest),
+            xytext=(0, 2),
+            textcoords="offset points",
+            ha="center",
+            va="bottom",
+            fontsize=7.5,
+        )
+        ticks.append(x)
+        warps = f"\n{row.num_warps} warps" if row.num_warps else ""
+        labels.append(f"{VARIANT_NAMES.get(row.variant, row.variant)}{warps}")
+        x += 1.0
+    ax.set_xticks(ticks, labels, fontsize=8)
+    named = ax.secondary_xaxis("bottom")
+    centres = [sum(xs) / len(xs) for xs in groups.values()]
+    named.set_xticks(centres, [f"\n\n{LAYOUT_NAMES[lay]}" for lay in groups], fontsize=9)
+    named.tick_params(axis="x", length=0, pad=6)
+    named.spines["bottom"].set_visible(False)
+    ax.set_xlim(-0.6, max(ticks, default=0.0) + 0.6)
+    ax.grid(axis="y", alpha=0.3)
+    ax.set_axisbelow(True)
+    if not ticks:
+        ax.text(0.5, 0.5, "not measured", transform=ax.transAxes, ha="center", color="#888888")
+
+
 def _label_bar(ax: Axes, x: float, height: float, label: str, top: float) -> None:
     """Write `label` inside the top of a tall bar (clear of the roof line), above a short one."""
     inside = height > 0.2 * top
@@ -344,13 +488,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("results", help="a results file written by the benchmark")
     parser.add_argument(
-        "--out", help="folder for warps.png and layouts.png (default: the results file's folder)"
+        "--out",
+        help="folder for the PNGs: warps.png and layouts.png, or backward.png for a backward run "
+        "(default: the results file's folder)",
     )
     args = parser.parse_args(argv)
     try:
         results = load(args.results)
     except ResultsError as exc:
-        sys.stderr.write(f"plots: {exc}; pass a file written by {BENCHMARK_COMMAND}.\n")
+        command = BENCHMARK_COMMAND.format(op=FORWARD)
+        sys.stderr.write(f"plots: {exc}; pass a file written by {command}.\n")
         return 2
     out = args.out or Path(args.results).parent
     try:

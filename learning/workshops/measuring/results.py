@@ -1,7 +1,8 @@
 """The benchmark's results file: typed rows, written and read with validation.
 
-One file holds one run: the device, the versions, and one row per (variant, shape, layout,
-mode, num_warps). A file that does not match the schema is refused with its reason.
+One file holds one run of one op, the forward softmax or its backward: the device, the
+versions, and one row per (variant, shape, layout, mode, num_warps). A file that does not match
+the schema is refused with its reason.
 """
 
 from __future__ import annotations
@@ -11,10 +12,17 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 SCHEMA = "i1-benchmark/1"
-VARIANTS = ("direct", "copy", "torch_softmax", "roof")
-"""direct: the student's kernel on the view; copy: the same after x.contiguous(), the copy
-timed; torch_softmax: torch.softmax on the same view; roof: a plain device copy of a
-contiguous tensor of the same size, the bandwidth to compare against."""
+FORWARD = "strided_softmax"
+BACKWARD = "strided_softmax_backward"
+VARIANTS = {
+    FORWARD: ("direct", "copy", "torch_softmax", "roof"),
+    BACKWARD: ("direct", "copy", "torch", "roof"),
+}
+"""The variants each op's rows may name. direct: the student's kernel on the views; copy: the
+same after .contiguous() of each input, the copies timed; torch_softmax: torch.softmax on the
+same view; torch: PyTorch's softmax backward (torch._softmax_backward_data) on the same views;
+roof: a plain device copy of a contiguous tensor of one input's size, the bandwidth to compare
+against."""
 LAYOUTS = ("transpose", "contiguous")
 H200_SAMPLE = Path(__file__).with_name("data") / "h200_i1.json"
 """A run of the reference on an NVIDIA H200, for students without a GPU (its note says when)."""
@@ -101,7 +109,8 @@ def load(path: Path | str) -> Results:
 def from_json(data: object, where: str = "results") -> Results:
     """Build Results from parsed JSON, checking every field."""
     _check_run(data, where)
-    rows = [_row(raw, f"{where}: row {i}") for i, raw in enumerate(data["rows"])]
+    variants = VARIANTS[data["op"]]
+    rows = [_row(raw, f"{where}: row {i}", variants) for i, raw in enumerate(data["rows"])]
     top = {f.name for f in fields(Results)}
     return Results(**{k: v for k, v in data.items() if k in top and k != "rows"}, rows=rows)
 
@@ -118,6 +127,8 @@ def _check_run(data: object, where: str) -> None:
     for f in fields(Results):
         if f.type == "str" and not isinstance(data.get(f.name, ""), str):
             raise ResultsError(f"{where}: {f.name} is {data[f.name]!r}, not a string")
+    if data["op"] not in VARIANTS:
+        raise ResultsError(f"{where}: op is {data['op']!r}, expected one of {', '.join(VARIANTS)}")
     versions = data["versions"]
     if not isinstance(versions, dict) or not all(isinstance(v, str) for v in versions.values()):
         raise ResultsError(f"{where}: versions is {versions!r}, not an object of strings")
@@ -140,7 +151,7 @@ def fits(value: object, annotation: str) -> bool:
     return isinstance(value, str) and "str" in kinds
 
 
-def _row(raw: object, where: str) -> Row:
+def _row(raw: object, where: str, variants: tuple[str, ...]) -> Row:
     if not isinstance(raw, dict):
         raise ResultsError(f"{where}: expected an object")
     names = {f.name for f in fields(Row)}
@@ -150,7 +161,7 @@ def _row(raw: object, where: str) -> Row:
     for f in fields(Row):
         if not fits(getattr(row, f.name), f.type):
             raise ResultsError(f"{where}: {f.name} is {getattr(row, f.name)!r}, not {f.type}")
-    if row.variant not in VARIANTS:
+    if row.variant not in variants:
         raise ResultsError(f"{where}: unknown variant {row.variant!r}")
     if row.layout not in LAYOUTS:
         raise ResultsError(f"{where}: unknown layout {row.layout!r}")
