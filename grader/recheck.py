@@ -32,6 +32,7 @@ from pathlib import Path
 import nbformat
 
 from grader import course
+from grader.grading.extra_credit import configured_points
 from grader.grading.hidden import FUNCTION_CHECKS, run_function_check, run_hidden
 from grader.grading.sandbox import SandboxUnavailable, ready_to_grade
 from grader.grading.timing_record import SIDECAR, load
@@ -46,6 +47,8 @@ RECHECKED = {
     "hidden_pass3": "strided_softmax",
     "hidden_worksheet": "worksheet",
     "hidden_timing": "timing",
+    "hidden_inplace": "strided_softmax_",
+    "hidden_backward": "strided_softmax_backward",
 }
 """The hidden cells rechecked, with the op, function or record each one stands on."""
 
@@ -119,13 +122,14 @@ def recheck_course(
         for folder in sorted((root / "autograded").glob(f"*/{course.ASSIGNMENT}"))
         if (folder / course.NOTEBOOK).is_file() and (not students or folder.parent.name in students)
     ]
+    extra = configured_points(root)
     disagreements = []
     for done, folder in enumerate(folders, 1):
         started = time.monotonic()
         student, notebook = folder.parent.name, folder / course.NOTEBOOK
         draw = draw_for(url, course.ASSIGNMENT, student, root)
         with sandboxed_copy(nbformat.read(notebook, as_version=4), draw) as runner:
-            found = _recheck_student(student, folder, runner, scores)
+            found = _recheck_student(student, folder, runner, scores, extra)
         disagreements += found
         if progress is not None:
             progress(done, len(folders), student, found, time.monotonic() - started)
@@ -143,15 +147,18 @@ def _print_progress(done: int, of: int, student: str, found: list, seconds: floa
     print(progress_line(done, of, student, found, seconds), file=sys.stderr, flush=True)
 
 
-def _recheck_student(student: str, folder: Path, runner: Runner, scores: dict) -> list:
-    """The disagreements of one student's rechecked cells."""
+def _recheck_student(
+    student: str, folder: Path, runner: Runner, scores: dict, extra: dict[str, float]
+) -> list:
+    """The disagreements of one student's rechecked cells; an extra-credit cell (0 points
+    of its own) is worth its `extra` credit."""
     disagreements = []
     for cell in RECHECKED:
         graded = scores.get((student, cell))
         if graded is None:
             continue
         fraction, evidence = recheck_cell(cell, folder, runner)
-        score = round(fraction * graded.max_score, 3)
+        score = round(fraction * (graded.max_score or extra.get(cell, 0.0)), 3)
         if abs((graded.score or 0.0) - score) > 1e-6:
             disagreements.append(
                 Disagreement(student, cell, graded.score, graded.max_score, score, evidence)

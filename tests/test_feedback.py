@@ -123,3 +123,18 @@ def test_feedback_cuts_hidden_regions_and_grader_lines():
     assert out.source == "smoke()\n\n" + HIDDEN_NOTE
     assert out.outputs[0]["text"] == "ok\nend"
     assert out.outputs[1]["traceback"] == ["top"]
+
+
+def test_every_hidden_case_of_every_op_has_words():
+    """Can every hidden case of every op be told in words (an overlapping view, a dy layout,
+    a mismatched pair), so a failed cell's feedback never stops at a kind it cannot name?"""
+    from grader.grading.hidden import Draw, hidden_cases
+    from learning.workshops.checking.cases import OPS
+
+    for op in OPS:
+        for case in hidden_cases(op, Draw("a secret", "a student")):
+            assert kind_of(case)
+    backward = Case("y", "transpose", 4, 5, grad_layout="slice")
+    assert kind_of(backward) == (
+        "a transpose, float32, dy a slice with a shifted pointer and column stride 2"
+    )

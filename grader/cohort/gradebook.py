@@ -9,7 +9,8 @@ from pathlib import Path
 from tqdm import tqdm
 
 from grader.cohort.cell_keys import calls_function, sidecar_keys
-from grader.cohort.records import CellGrade, CellInfo, CohortError, StudentRecord
+from grader.cohort.records import EXTRA, CellGrade, CellInfo, CohortError, StudentRecord
+from grader.grading.extra_credit import configured_points
 
 PROGRESS_FROM = 50
 """Show a progress bar when a course has at least this many students."""
@@ -35,7 +36,8 @@ def load_gradebook(course: Path, assignment: str) -> tuple[list[CellInfo], list[
                 f"no assignment {assignment!r} in {shown_url(url)} (it has: {known}): check "
                 f"the name, or run `nbgrader generate_assignment {assignment}` in {course} first"
             ) from None
-        cells = [cell for nb in found.notebooks for cell in _cells(nb)]
+        extra = configured_points(Path(course))
+        cells = [cell for nb in found.notebooks for cell in _cells(nb, extra)]
         students = [
             _student_record(gradebook, course, assignment, student.id)
             for student in progress(gradebook.students, "reading the gradebook")
@@ -67,8 +69,9 @@ def _checked_gradebook(course: Path, assignment: str) -> str:
     return url
 
 
-def _cells(notebook) -> list[CellInfo]:
-    """A notebook's grade cells in notebook order, each with its kind and sidecar keys."""
+def _cells(notebook, extra: dict[str, float]) -> list[CellInfo]:
+    """A notebook's grade cells in notebook order, each with its kind and sidecar keys; an
+    extra-credit cell (0 points, `extra` gives its credit) counts its credit as its points."""
     sources = {cell.name: cell.source or "" for cell in notebook.source_cells}
     order = {name: i for i, name in enumerate(sources)}
     manual = {cell.name for cell in notebook.solution_cells}
@@ -79,8 +82,8 @@ def _cells(notebook) -> list[CellInfo]:
             CellInfo(
                 notebook.name,
                 cell.name,
-                float(cell.max_score),
-                _kind(cell, source, manual),
+                float(cell.max_score or extra.get(cell.name, 0.0)),
+                EXTRA if cell.name in extra and not cell.max_score else _kind(cell, source, manual),
                 sidecar_keys(source),
                 calls_function(source, "timing_points"),
             )

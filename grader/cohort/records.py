@@ -16,6 +16,10 @@ class CohortError(Exception):
     """The course cannot be reported on; the message says what to run first."""
 
 
+EXTRA = "extra credit"
+"""The kind of a cell whose points add to a score, never to the maximum."""
+
+
 @dataclass(frozen=True)
 class CellInfo:
     """A graded cell of the assignment, in notebook order."""
@@ -23,7 +27,7 @@ class CellInfo:
     notebook: str
     name: str
     max_score: float
-    kind: str  # public, hidden, manual
+    kind: str  # public, hidden, manual, extra credit
     sidecar_keys: tuple[str, ...]  # the hint-sidecar tests this cell runs
     timing: bool  # the GPU timing cell
 

@@ -6,7 +6,7 @@ import math
 
 import pandas as pd
 
-from grader.cohort.records import Cohort, Report, Summary
+from grader.cohort.records import EXTRA, Cohort, Report, Summary
 from grader.cohort.tables import totals
 
 
@@ -34,7 +34,7 @@ def summarize(cohort: Cohort, table: pd.DataFrame) -> Summary:
         missing=tuple(summed.index[summed["status"] == "no submission"]),
         late=tuple((str(s), float(v)) for s, v in late.items()),
         mean_score=float(graded["total"].mean()) if len(graded) else math.nan,
-        max_score=float(sum(c.max_score for c in cohort.cells)),
+        max_score=float(sum(c.max_score for c in cohort.cells if c.kind != EXTRA)),
         manual_points=float(sum(c.max_score for c in cohort.cells if c.kind == "manual")),
         manual_pending=int((table["status"] == "manual").sum()),
         with_hints=sum(r.hints is not None for r in cohort.students),

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from grader.cohort.records import CellInfo, Cohort, StudentRecord
+from grader.cohort.records import EXTRA, CellInfo, Cohort, StudentRecord
 from grader.cohort.timings import timing_columns
 
 STATUSES = (
@@ -159,7 +159,8 @@ def totals(table: pd.DataFrame) -> pd.DataFrame:
     timing cell that found no GPU)."""
     grouped = table.groupby("student", sort=True)
     statuses = grouped["status"].agg(_student_status)
-    available = table["max_score"].where(table["status"] != "no GPU", 0.0)
+    counted = (table["status"] != "no GPU") & (table["kind"] != EXTRA)  # extra: never owed
+    available = table["max_score"].where(counted, 0.0)
     return pd.DataFrame(
         {
             "status": statuses,

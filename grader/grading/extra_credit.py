@@ -10,10 +10,13 @@ never to the maximum.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from nbformat import NotebookNode
 from nbgrader.api import Gradebook
 from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets import Dict, Float, Unicode
+from traitlets.config.loader import PyFileConfigLoader
 
 
 class AwardExtraCredit(NbGraderPreprocessor):
@@ -48,3 +51,9 @@ class AwardExtraCredit(NbGraderPreprocessor):
 def passed(cell: NotebookNode) -> bool:
     """Whether an autograded code cell passed: no error among its outputs."""
     return not any(output.get("output_type") == "error" for output in cell.get("outputs", []))
+
+
+def configured_points(root: Path) -> dict[str, float]:
+    """The extra credit per grade_id that the course at `root` configures."""
+    config = PyFileConfigLoader("nbgrader_config.py", str(root)).load_config()
+    return dict(config.AwardExtraCredit.get("points", {}))

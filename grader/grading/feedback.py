@@ -31,6 +31,7 @@ LAYOUT_WORDS = {
     "row-broadcast": "a broadcast row (stride 0 between rows)",
     "col-broadcast": "a broadcast column (stride 0 along each row)",
     "scalar-broadcast": "a broadcast scalar (both strides 0)",
+    "overlapping": "a view whose rows overlap in storage",
 }
 FILL_WORDS = {"large": "values near ±1e4", "neg-inf": "-inf entries"}
 BAD_INPUT_WORDS = {
@@ -38,6 +39,7 @@ BAD_INPUT_WORDS = {
     "int-dtype": "an integer tensor",
     "warps-6": "num_warps=6",
     "cpu-input": "a CPU tensor on a GPU machine",
+    "shape-mismatch": "y and dy of different shapes",
 }
 EXAMPLES_PER_KIND = 2
 MOST_KINDS = 3
@@ -62,6 +64,8 @@ def _kind_parts(case: Case) -> tuple[str, list[str]]:
         special.append(FILL_WORDS[case.fill])
     if case.repeat:
         special.append("called twice with one shape")
+    if case.grad_layout is not None:
+        special.append(f"dy {LAYOUT_WORDS[case.grad_layout]}")
     return LAYOUT_WORDS[case.layout], special
 
 
