@@ -22,8 +22,13 @@ from multiprocessing import get_context
 from pathlib import Path
 
 SEED = 20261130
+FOLLOW_ON_OPS = ("strided_softmax_", "strided_softmax_backward")
 IN_PROCESS = ("crash", "timeout", "memory")
 """Hints whose bugs kill or hang the process: the isolated check proves those."""
+RACES = ("read-after-write",)
+"""Hints of races: on a GPU the programs run in no fixed order, so such a bug's values are
+right or wrong by chance there; the interpreter runs them in order and its audit names the
+race. Their verdicts cannot be the same on both, so they are left out."""
 
 
 @dataclass(frozen=True)
@@ -37,15 +42,17 @@ class Member:
 
 
 def members(folder: Path) -> list[Member]:
-    """The family, the reference and the in-process bugs, written under `folder`."""
+    """The family, the reference (of every op) and the in-process bugs that are not races,
+    written under `folder`."""
     from grader.zoo import BUGS, REFERENCE, SHAPES, base_path, write_bug
 
     found = [Member("reference", str(REFERENCE), "strided_softmax", None)]
+    found += [Member(f"reference-{op}", str(REFERENCE), op, None) for op in FOLLOW_ON_OPS]
     found += [Member(f"shape-{s}", str(base_path(s)), "strided_softmax", None) for s in SHAPES]
     found += [
         Member(bug.name, str(write_bug(bug, folder)), bug.op, bug.hint)
         for bug in BUGS
-        if bug.hint is not None and bug.hint not in IN_PROCESS
+        if bug.hint is not None and bug.hint not in IN_PROCESS + RACES
     ]
     return found
 

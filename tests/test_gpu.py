@@ -16,11 +16,22 @@ pytestmark = [
 
 
 def test_reference_on_cuda_views():
-    """Does the reference compute every public view right on a real GPU?"""
+    """Does the reference compute every public view right on a real GPU, in place and
+    backward too, and pass the gradient checks there?"""
     import grader.reference as reference
+    from learning.workshops.notebook.gradients import (
+        TOLERANCES,
+        compare_with_torch,
+        gradcheck_views,
+    )
     from learning.workshops.notebook.testing import expect_cases
 
     expect_cases(reference.strided_softmax, "strided_softmax")
+    expect_cases(reference.strided_softmax_, "strided_softmax_")
+    expect_cases(reference.strided_softmax_backward, "strided_softmax_backward")
+    assert all(gradcheck_views(reference.strided_softmax_backward, "cuda").values())
+    differences = compare_with_torch(reference.StridedSoftmax.apply, "cuda")
+    assert all(d <= t for d, t in zip(differences.values(), TOLERANCES.values(), strict=True))
 
 
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two CUDA devices")

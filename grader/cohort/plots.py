@@ -10,6 +10,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
+from grader.cohort.records import EXTRA
 from grader.cohort.style import COLOURS, message
 from grader.cohort.tables import totals
 from learning.workshops.checking.sidecars import HINTS_SIDECAR
@@ -29,7 +30,8 @@ def plot_scores(table: pd.DataFrame) -> Figure:
         message(ax, "no graded submissions yet: run nbgrader autograde")
     else:
         _histogram(ax, graded, max_total)
-    ax.set_xlabel(f"total points (of {max_total:g}){_pending_note(table)}{_no_gpu_note(table)}")
+    notes = f"{_extra_note(table)}{_pending_note(table)}{_no_gpu_note(table)}"
+    ax.set_xlabel(f"total points (of {max_total:g}){notes}")
     ax.set_ylabel("students")
     left_out = _left_out(summed)
     if left_out:
@@ -39,13 +41,15 @@ def plot_scores(table: pd.DataFrame) -> Figure:
 
 
 def _histogram(ax: Axes, graded: pd.Series, max_total: float) -> None:
-    """One bar per whole point, each labelled with its count, and the mean."""
-    edges = np.arange(0, math.floor(max_total) + 2) - 0.5
+    """One bar per whole point, each labelled with its count, and the mean; totals above
+    the maximum (extra credit) get their bars too."""
+    top = max(max_total, float(graded.max()))
+    edges = np.arange(0, math.floor(top) + 2) - 0.5
     counts, _, bars = ax.hist(graded, bins=edges, color=COLOURS["public"], rwidth=0.85)
     ax.bar_label(bars, labels=[f"{int(c)}" if c else "" for c in counts], fontsize=9)
     mean = float(graded.mean())
     ax.axvline(mean, color=COLOURS["reference"], linestyle="--", linewidth=1, label="mean")
-    ax.set_xlim(-0.5, max_total + 0.5)
+    ax.set_xlim(-0.5, top + 0.5)
     ax.set_ylim(0, counts.max() * 1.15)
     ax.xaxis.get_major_locator().set_params(integer=True)
     ax.yaxis.get_major_locator().set_params(integer=True)
@@ -54,6 +58,11 @@ def _histogram(ax: Axes, graded: pd.Series, max_total: float) -> None:
         f"Total points of the {len(graded)} graded submissions: mean {mean:.1f} of {max_total:g}",
         loc="left",
     )
+
+
+def _extra_note(table: pd.DataFrame) -> str:
+    extra = table[table["kind"] == EXTRA].drop_duplicates("cell")["max_score"].sum()
+    return f", plus up to {extra:g} of extra credit" if extra else ""
 
 
 def _pending_note(table: pd.DataFrame) -> str:
@@ -114,11 +123,12 @@ def plot_pass_rates(table: pd.DataFrame) -> Figure:
         handles=[
             Patch(color=COLOURS["public"], label="public test: full marks"),
             Patch(color=COLOURS["hidden"], label="hidden test: full marks"),
+            Patch(color=COLOURS[EXTRA], label="extra credit earned"),
             Patch(color=COLOURS["partial"], label="partial credit"),
             Patch(color=COLOURS["missing"], label="no GPU: not run, left out"),
         ],
         loc="outside lower center",
-        ncols=4,
+        ncols=3,
         frameon=False,
     )
     return fig

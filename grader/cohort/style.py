@@ -9,6 +9,7 @@ NEEDS_GPU_PANEL = f"{NEEDS_GPU}\n(autograde on a CUDA machine to time each stude
 COLOURS = {
     "public": "#6baed6",
     "hidden": "#08519c",
+    "extra credit": "#54a24b",
     "bug": "#e45756",
     "partial": "#f2b447",
     "reference": "#222222",

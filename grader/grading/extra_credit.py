@@ -54,6 +54,9 @@ def passed(cell: NotebookNode) -> bool:
 
 
 def configured_points(root: Path) -> dict[str, float]:
-    """The extra credit per grade_id that the course at `root` configures."""
+    """The extra credit per grade_id that the course at `root` configures ({} without a
+    config: the callers say what is missing)."""
+    if not (root / "nbgrader_config.py").is_file():
+        return {}
     config = PyFileConfigLoader("nbgrader_config.py", str(root)).load_config()
     return dict(config.AwardExtraCredit.get("points", {}))
