@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -26,9 +27,21 @@ from learning.workshops.benchmark import (
     verify,
 )
 from learning.workshops.check import UsageError
-from learning.workshops.measuring.results import FORWARD, Results, ResultsError, Row, load
+from learning.workshops.measuring.results import (
+    BACKWARD,
+    FORWARD,
+    LAYOUT_AWARE,
+    OPTIONAL_VARIANTS,
+    VARIANTS,
+    Results,
+    ResultsError,
+    Row,
+    load,
+)
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+BEYOND = Path(__file__).resolve().parents[1] / "grader" / "beyond.py"
+"""The layout-aware softmax, timed with --variants."""
 
 
 def run_main(capsys, *args: str) -> tuple[int, str, str]:
@@ -150,6 +163,141 @@ def test_missing_impl_file_exits_two(tmp_path, capsys):
     assert err.strip() == (
         f"benchmark: --impl {missing}: no such file; give the path of your .py or notebook."
     )
+
+
+# --- --variants: another softmax timed beside yours --------------------------------------
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="tests the machine without CUDA")
+def test_variants_file_loads_before_the_gpu_is_asked_for(tmp_path, capsys):
+    """With a good --variants file and no CUDA device, is the one sentence about CUDA what
+    stops the run, after both files loaded?"""
+    output = tmp_path / "i1.json"
+    code, _, err = run_main(
+        capsys, "--impl", str(REFERENCE), "--variants", str(BEYOND), "--output", str(output)
+    )
+    assert code == 2
+    assert err.startswith("benchmark: GPU timing needs a CUDA device")
+    assert not output.exists()
+
+
+def test_missing_variants_file_exits_two_naming_it(tmp_path, capsys):
+    """Does a --variants file that does not exist exit 2 with one line saying what to give?"""
+    missing = tmp_path / "beyond.py"
+    code, out, err = run_main(
+        capsys, "--impl", str(REFERENCE), "--variants", str(missing), "--output", "i1.json"
+    )
+    assert (code, out) == (2, "")
+    assert err.strip() == (
+        f"benchmark: --variants {missing}: no such file; give the path of a .py file or "
+        "notebook that defines strided_softmax, e.g. grader/beyond.py."
+    )
+
+
+def test_variants_file_without_strided_softmax_exits_two(tmp_path, capsys):
+    """Does a --variants file that defines no strided_softmax exit 2 and say what it lacks?"""
+    other = tmp_path / "other.py"
+    other.write_text("def softmax(x, num_warps=4):\n    return x\n")
+    output = tmp_path / "i1.json"
+    code, out, err = run_main(
+        capsys, "--impl", str(REFERENCE), "--variants", str(other), "--output", str(output)
+    )
+    assert (code, out) == (2, "")
+    assert err.strip() == (
+        f"benchmark: --variants {other} defines no strided_softmax(x, num_warps); give a file "
+        "that does, e.g. grader/beyond.py."
+    )
+    assert not output.exists()
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (
+            ("--op", BACKWARD),
+            "--variants times another strided_softmax beside yours, so it needs --op "
+            f"strided_softmax; leave it out for --op {BACKWARD}.",
+        ),
+        (("--variants", "notes.txt"), "--variants notes.txt: expected a .py file or a notebook"),
+    ],
+)
+def test_variants_usage_errors_exit_two_with_one_line(
+    tmp_path, capsys, monkeypatch, extra, message
+):
+    """Is --variants with the backward, or with a file that is not Python, one usage line?"""
+    monkeypatch.chdir(tmp_path)
+    Path("notes.txt").write_text("not python\n")
+    args = ["--impl", str(REFERENCE), "--output", "i1.json", "--variants", str(BEYOND), *extra]
+    code, _, err = run_main(capsys, *args)
+    assert code == 2
+    assert err.startswith(f"benchmark: {message}")
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_layout_aware_variant_joins_each_num_warps():
+    """With another softmax, is `layout-aware` timed for each num_warps, after direct and copy
+    and before torch.softmax, and only when one is given?"""
+
+    def names(layout: str, extra=None) -> list[tuple[str, int | None]]:
+        found = softmax_variants(lambda x, w: x, [4, 8], layout, extra)
+        return [(v.name, v.num_warps) for v in found]
+
+    other = lambda x, w: x  # noqa: E731
+    assert names("transpose", other) == [
+        ("direct", 4),
+        ("direct", 8),
+        ("copy", 4),
+        ("copy", 8),
+        (LAYOUT_AWARE, 4),
+        (LAYOUT_AWARE, 8),
+        ("torch_softmax", None),
+    ]
+    assert names("contiguous", other) == [
+        ("direct", 4),
+        ("direct", 8),
+        (LAYOUT_AWARE, 4),
+        (LAYOUT_AWARE, 8),
+        ("torch_softmax", None),
+    ]
+    assert LAYOUT_AWARE not in {name for name, _ in names("transpose")}
+
+
+def test_layout_aware_variant_gets_the_view_and_its_num_warps():
+    """Does the layout-aware variant call the other function on the view itself, with its
+    num_warps, and never the student's?"""
+    seen = []
+    variants = softmax_variants(
+        lambda x, w: seen.append(("student", w)),
+        [8],
+        "transpose",
+        lambda x, w: seen.append(("other", x.stride(), w)),
+    )
+    (aware,) = [v for v in variants if v.name == LAYOUT_AWARE]
+    aware.call(make_input(6, 4, "transpose", torch.float32, "cpu"))
+    assert seen == [("other", (1, 6), 8)]
+    assert aware.label == "layout-aware num_warps=8"
+
+
+def test_results_accept_every_variant_timed_with_another_softmax():
+    """Are the variants timed with another softmax, and the roof, exactly those the forward's
+    results accept?"""
+    timed = {v.name for v in softmax_variants(lambda *a: None, [4], "transpose", lambda *a: 0)}
+    assert timed | {"roof"} == set(VARIANTS[FORWARD] + OPTIONAL_VARIANTS[FORWARD])
+
+
+def test_run_benchmark_refuses_another_backward():
+    """Is `extra` for the backward refused before anything is timed (it has no such variant)?"""
+    with pytest.raises(ValueError, match="strided_softmax_backward has no optional variant"):
+        benchmark.run_benchmark(lambda *a: None, op=BACKWARD, extra=lambda *a: None)
+
+
+def test_beyond_module_is_a_variant_the_benchmark_can_load():
+    """Does load_variant give grader/beyond.py's strided_softmax, which passes the benchmark's
+    check on both layouts?"""
+    fn = benchmark.load_variant(BEYOND)
+    for layout in ("transpose", "contiguous"):
+        x = make_input(40, 300, layout, torch.float32, "cpu")
+        assert mismatch(FORWARD, fn(x, 4), (x,)) is None
 
 
 # --- Pure helpers ---------------------------------------------------------------------------
@@ -295,6 +443,36 @@ def test_results_round_trip(tmp_path):
     assert load(path).find("copy", "4096x4096", "transpose", "cold", 4).gbps_traffic == 1342.2
 
 
+def test_layout_aware_rows_and_their_file_round_trip(tmp_path):
+    """Does a run with --variants keep its layout-aware rows and the file they came from?"""
+    original = results(row(), row(variant=LAYOUT_AWARE, num_warps=8))
+    original.variant_impls = {LAYOUT_AWARE: "grader/beyond.py"}
+    assert load(original.save(tmp_path / "i1.json")) == original
+
+
+def test_a_file_without_variant_impls_loads_with_none(tmp_path):
+    """Does a results file written before --variants existed still load?"""
+    data = valid_json(tmp_path)
+    del data["variant_impls"]
+    assert load(saved(tmp_path, data)).variant_impls == {}
+
+
+@pytest.mark.parametrize(
+    "op, impls",
+    [
+        (FORWARD, {"fused": "x.py"}),
+        (FORWARD, {LAYOUT_AWARE: 3}),
+        (FORWARD, ["grader/beyond.py"]),
+        (BACKWARD, {LAYOUT_AWARE: "grader/beyond.py"}),
+    ],
+)
+def test_load_refuses_variant_impls_it_cannot_read(tmp_path, op, impls):
+    """Is variant_impls refused unless it names a file for each of the op's optional variants?"""
+    data = valid_json(tmp_path) | {"op": op, "rows": [], "variant_impls": impls}
+    with pytest.raises(ResultsError, match=f"variant_impls is {re.escape(repr(impls))}, not an"):
+        load(saved(tmp_path, data))
+
+
 def test_load_refuses_a_wrong_schema(tmp_path):
     """Is a file of another schema refused, naming the schema it has?"""
     data = valid_json(tmp_path) | {"schema": "i1-benchmark/0"}
@@ -418,6 +596,24 @@ def test_reference_results_are_checked_and_complete(tmp_path, capsys):
         factor = 2 if r.variant == "copy" else 1
         assert r.gbps_traffic == pytest.approx(factor * r.gbps_logical)
         assert r.gbps_logical == pytest.approx(2 * 1024 * 512 * 4 / (r.median_ms * 1e6))
+
+
+@pytest.mark.gpu
+@needs_cuda
+def test_layout_aware_variant_is_timed_beside_the_others(tmp_path, capsys):
+    """With --variants grader/beyond.py, are layout-aware rows checked and written for each
+    num_warps, layout and mode, with the file they came from?"""
+    output = tmp_path / "i1.json"
+    args = bench_args(REFERENCE, output, *SMALL, "--variants", str(BEYOND))
+    code, out, err = run_main(capsys, *args)
+    assert code == 0, err
+    run = load(output)
+    assert run.variant_impls == {LAYOUT_AWARE: str(BEYOND)}
+    aware = {(r.layout, r.mode, r.num_warps) for r in run.rows if r.variant == LAYOUT_AWARE}
+    layouts, modes = ("transpose", "contiguous"), ("cold", "warm")
+    assert aware == {(lay, m, w) for lay in layouts for m in modes for w in (4, 8)}
+    assert f"Wrote {20 + len(aware)} rows to {output}." in out
+    assert all(r.checked and r.samples == 5 for r in run.rows)
 
 
 @pytest.mark.gpu

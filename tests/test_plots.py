@@ -17,7 +17,13 @@ from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.patches import Rectangle  # noqa: E402
 
 from learning.workshops import plots  # noqa: E402
-from learning.workshops.measuring.results import H200_SAMPLE, Results, Row, load  # noqa: E402
+from learning.workshops.measuring.results import (  # noqa: E402
+    H200_SAMPLE,
+    LAYOUT_AWARE,
+    Results,
+    Row,
+    load,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = H200_SAMPLE  # measured on an H200; its note says when and how
@@ -279,6 +285,77 @@ def test_cli_refuses_a_missing_file(tmp_path, capsys):
     """Does a path that does not exist give exit status 2 and say it cannot be read?"""
     assert plots.main([str(tmp_path / "nope.json")]) == 2
     assert "cannot read" in capsys.readouterr().err
+
+
+# --- A run with --variants: the layout-aware kernel -----------------------------------------
+
+
+def with_layout_aware(results: Results) -> Results:
+    """The sample with layout-aware rows added: each direct row again, twice as fast on the
+    transpose (synthetic: no H200 run of grader/beyond.py is stored yet)."""
+    aware = [
+        dataclasses.replace(
+            r,
+            variant=LAYOUT_AWARE,
+            median_ms=r.median_ms / speedup,
+            min_ms=r.min_ms / speedup,
+            max_ms=r.max_ms / speedup,
+            gbps_logical=r.gbps_logical * speedup,
+            gbps_traffic=r.gbps_traffic * speedup,
+        )
+        for r in results.rows
+        if r.variant == "direct"
+        for speedup in [2.0 if r.layout == "transpose" else 1.0]
+    ]
+    return dataclasses.replace(
+        results,
+        rows=results.rows + aware,
+        variant_impls={LAYOUT_AWARE: "grader/beyond.py"},
+    )
+
+
+def test_layout_aware_bar_is_its_best_warps_logical_gbps(results):
+    """Does a run with layout-aware rows draw a fifth layout bar, the logical GB/s of its
+    fastest num_warps on the transpose?"""
+    aware = with_layout_aware(results)
+    fig = plots.plot_layouts(aware)
+    drawn = bars(fig, "layouts:")
+    for shape in ("2048x2048", "4096x4096", "65536x512"):
+        for mode in ("cold", "warm"):
+            row = best(aware, LAYOUT_AWARE, shape, "transpose", mode)
+            bar = drawn[f"layouts:{shape}:{mode}:layout-aware-transpose"]
+            assert bar.get_height() == pytest.approx(row.gbps_logical)
+    ticks = [t.get_text() for t in panel(fig, "layouts 4096x4096 cold").get_xticklabels()]
+    assert len(ticks) == 5 and ticks[-1] == "layout-aware kernel\non the transpose"
+    assert "reference.py (layout-aware: beyond.py) on NVIDIA H200" in fig.get_suptitle()
+
+
+def test_layout_aware_bar_only_when_measured(results):
+    """Does a run without layout-aware rows keep its four bars, with no `not measured` fifth?"""
+    fig = plots.plot_layouts(results)
+    assert not bars(fig, "layouts:4096x4096:cold:layout-aware")
+    assert len(panel(fig, "layouts 4096x4096 cold").get_xticklabels()) == 4
+
+
+def test_warps_plot_compares_layout_aware_num_warps(results):
+    """Does the warps plot give layout-aware a bar per num_warps, layout and mode?"""
+    aware = with_layout_aware(results)
+    drawn = bars(plots.plot_warps(aware), "warps:")
+    expected = {
+        f"warps:{r.shape}:{r.layout}:{r.variant}:{r.mode}:{r.num_warps}"
+        for r in aware.rows
+        if r.variant in ("direct", "copy", LAYOUT_AWARE)
+    }
+    assert len(expected) == 36 + 24
+    assert set(drawn) == expected
+
+
+def test_save_plots_draws_a_run_with_layout_aware_rows(results, tmp_path):
+    """Does a results file with layout-aware rows save, load and draw both PNGs?"""
+    path = with_layout_aware(results).save(tmp_path / "beyond.json")
+    assert plots.main([str(path), "--out", str(tmp_path / "plots")]) == 0
+    for name in ("warps.png", "layouts.png"):
+        assert (tmp_path / "plots" / name).read_bytes().startswith(PNG_MAGIC)
 
 
 # --- The backward --------------------------------------------------------------------------

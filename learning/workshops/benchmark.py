@@ -2,13 +2,16 @@
 
     python -m learning.workshops.benchmark --op strided_softmax --output results/local/i1.json
     python -m learning.workshops.benchmark --op strided_softmax_backward --output backward.json
+    python -m learning.workshops.benchmark --op strided_softmax --variants grader/beyond.py \
+        --output results/local/beyond.json
 
 For each shape, layout and mode the variants run interleaved call by call (`timing`), then
 every timed output is checked against a float64 result, and again on fresh inputs: a wrong
 kernel's time means nothing. The backward, `strided_softmax_backward(y, dy, num_warps)`, gets
 y (a row softmax) and dy as views of one layout and is timed against PyTorch's own softmax
-backward. Exit status: 0 when results were written, 1 when a variant failed its check, 2 for a
-usage error or a machine without a CUDA device.
+backward. `--variants FILE` times that file's strided_softmax too, as `layout-aware`, in the
+same interleaved run. Exit status: 0 when results were written, 1 when a variant failed its
+check, 2 for a usage error or a machine without a CUDA device.
 """
 
 from __future__ import annotations
@@ -29,9 +32,17 @@ from tqdm import tqdm
 
 from learning.workshops.check import UsageError, find_impl
 from learning.workshops.checking.cases import DTYPES, OPS, TOLERANCES
-from learning.workshops.checking.loader import LoadError, load_function
+from learning.workshops.checking.loader import LoadError, load_function, load_module
 from learning.workshops.measuring import timing
-from learning.workshops.measuring.results import BACKWARD, FORWARD, LAYOUTS, Results, Row
+from learning.workshops.measuring.results import (
+    BACKWARD,
+    FORWARD,
+    LAYOUT_AWARE,
+    LAYOUTS,
+    OPTIONAL_VARIANTS,
+    Results,
+    Row,
+)
 from learning.workshops.notebook import contracts
 from learning.workshops.paths import unwritable
 
@@ -86,7 +97,8 @@ def logical_bytes(rows: int, cols: int, element_size: int, inputs: int = 1) -> i
 
 
 def traffic_bytes(variant: str, rows: int, cols: int, element_size: int, inputs: int = 1) -> int:
-    """Bytes the variant really moves: `copy` first reads and writes each input once more."""
+    """Bytes the variant really moves: `copy` first reads and writes each input once more.
+    (`layout-aware` counts its logical bytes: a row it reads twice may come from L2.)"""
     copies = 2 * inputs * rows * cols * element_size if variant == "copy" else 0
     return logical_bytes(rows, cols, element_size, inputs) + copies
 
@@ -126,11 +138,16 @@ def make_backward_inputs(
     return y, make_input(rows, cols, layout, dtype, device)
 
 
-def softmax_variants(fn: Kernel, warps: Sequence[int], layout: str) -> list[Variant]:
-    """`direct` and `copy` for each num_warps, then torch.softmax; no `copy` when contiguous."""
+def softmax_variants(
+    fn: Kernel, warps: Sequence[int], layout: str, extra: Kernel | None = None
+) -> list[Variant]:
+    """`direct` and `copy` for each num_warps, then `layout-aware` (`extra` on the view) for
+    each when given, then torch.softmax; no `copy` when contiguous."""
     found = [Variant("direct", w, lambda x, w=w: fn(x, w)) for w in warps]
     if layout != "contiguous":  # there x.contiguous() is x itself: nothing to compare
         found += [Variant("copy", w, lambda x, w=w: fn(x.contiguous(), w)) for w in warps]
+    if extra is not None:
+        found += [Variant(LAYOUT_AWARE, w, lambda x, w=w: extra(x, w)) for w in warps]
     found.append(Variant("torch_softmax", None, partial(torch.softmax, dim=1)))
     return found
 
@@ -166,11 +183,12 @@ def backward_reference(y: torch.Tensor, dy: torch.Tensor) -> torch.Tensor:
 @dataclass(frozen=True)
 class TimedOp:
     """An op the benchmark times (its function is the check's, `OPS`): how its inputs are
-    drawn, the variants timed beside the roof, and the float64 result each output is checked
-    against."""
+    drawn, the variants timed beside the roof (`variants(fn, warps, layout)`, and for an op
+    with optional variants `extra=` another implementation), and the float64 result each
+    output is checked against."""
 
     make_inputs: Callable[..., tuple[torch.Tensor, ...]]
-    variants: Callable[[Kernel, Sequence[int], str], list[Variant]]
+    variants: Callable[..., list[Variant]]
     reference: Callable[..., torch.Tensor]
     reference_name: str
 
@@ -288,12 +306,15 @@ def time_config(
     warps: Sequence[int],
     dtype: torch.dtype,
     reps: int,
+    extra: Kernel | None = None,
 ) -> list[Row]:
-    """Time every variant of one configuration interleaved, then check what each returned."""
+    """Time every variant of one configuration interleaved, then check what each returned;
+    `extra`, another implementation of a softmax, joins them as `layout-aware`."""
     device = contracts.default_device()
     timed_op = TIMED_OPS[op]
     inputs = timed_op.make_inputs(config.rows, config.cols, config.layout, dtype, device)
-    variants = timed_op.variants(fn, warps, config.layout)
+    extras = {} if extra is None else {"extra": extra}
+    variants = timed_op.variants(fn, warps, config.layout, **extras)
     outputs = {v.label: call(v, inputs, config) for v in variants}  # compiles, names a crash
     src = torch.randn(config.rows * config.cols, dtype=dtype, device=device)
     dst = torch.empty_like(src)
@@ -333,9 +354,14 @@ def run_benchmark(
     reps: int = DEFAULT_REPS,
     progress: bool = True,
     op: str = FORWARD,
+    extra: Kernel | None = None,
 ) -> list[Row]:
     """Time and check `fn` in every configuration, one checked row per variant: `fn(x,
-    num_warps)` for the softmax, `fn(y, dy, num_warps)` for op="strided_softmax_backward"."""
+    num_warps)` for the softmax, `fn(y, dy, num_warps)` for op="strided_softmax_backward".
+    `extra(x, num_warps)`, another softmax (e.g. grader/beyond.py's), is timed beside it as
+    `layout-aware`."""
+    if extra is not None and not OPTIONAL_VARIANTS[op]:
+        raise ValueError(f"{op} has no optional variant to time `extra` as; pass extra=None.")
     require_gpu_timing()
     dtype = DTYPES[dtype] if isinstance(dtype, str) else dtype
     configs = [
@@ -346,12 +372,19 @@ def run_benchmark(
     with bar:  # closed on failure too, so a message after it starts on its own line
         for config in bar:
             bar.set_postfix_str(str(config))
-            rows += time_config(op, fn, config, warps, dtype, reps)
+            rows += time_config(op, fn, config, warps, dtype, reps, extra)
     return rows
 
 
-def describe_run(op: str, impl: Path | str, dtype: str, rows: list[Row]) -> Results:
-    """The results of one run, with the device and the versions that produced them."""
+def describe_run(
+    op: str,
+    impl: Path | str,
+    dtype: str,
+    rows: list[Row],
+    variant_impls: dict[str, str] | None = None,
+) -> Results:
+    """The results of one run, with the device, the versions and the files that produced
+    them."""
     device = contracts.default_device()
     major, minor = torch.cuda.get_device_capability(device)
     return Results(
@@ -367,6 +400,7 @@ def describe_run(op: str, impl: Path | str, dtype: str, rows: list[Row]) -> Resu
             "python": platform.python_version(),
         },
         rows=rows,
+        variant_impls=dict(variant_impls or {}),
     )
 
 
@@ -425,6 +459,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--op", default=FORWARD, choices=tuple(TIMED_OPS), help="what to time")
     p.add_argument("--output", required=True, type=Path, help="the results file (JSON) to write")
     p.add_argument("--impl", help="a .py file or notebook that defines the op's function")
+    p.add_argument(
+        "--variants",
+        metavar="FILE",
+        help=f"another .py file or notebook whose {FORWARD} is timed beside yours, as "
+        f"{LAYOUT_AWARE} (e.g. grader/beyond.py; --op {FORWARD} only)",
+    )
     shapes = ",".join(f"{m}x{n}" for m, n in DEFAULT_SHAPES)
     p.add_argument("--shapes", default=shapes, help="logical shapes ROWSxCOLS (%(default)s)")
     warps = ",".join(map(str, DEFAULT_WARPS))
@@ -447,6 +487,7 @@ class Options:
     op: str
     output: Path
     impl: str | None
+    variants: Path | None
     shapes: list[tuple[int, int]]
     warps: list[int]
     modes: list[str]
@@ -471,6 +512,7 @@ def parse_options(argv: Sequence[str] | None) -> Options:
         op=args.op,
         output=args.output,
         impl=args.impl,
+        variants=variants_file(args.variants, args.op),
         shapes=parse_shapes(args.shapes),
         warps=parse_warps(args.warps),
         modes=parse_choices(args.modes, timing.MODES, "--modes"),
@@ -478,6 +520,38 @@ def parse_options(argv: Sequence[str] | None) -> Options:
         dtype=args.dtype,
         reps=args.reps,
     )
+
+
+def variants_file(text: str | None, op: str) -> Path | None:
+    """The --variants file, if given; UsageError unless it is a .py file or notebook and the
+    op has an optional variant to time it as."""
+    if text is None:
+        return None
+    if not OPTIONAL_VARIANTS[op]:
+        raise UsageError(
+            f"--variants times another {FORWARD} beside yours, so it needs --op {FORWARD}; "
+            f"leave it out for --op {op}."
+        )
+    path = Path(text)
+    if not path.is_file():
+        raise UsageError(
+            f"--variants {text}: no such file; give the path of a .py file or notebook that "
+            f"defines {FORWARD}, e.g. grader/beyond.py."
+        )
+    if path.suffix not in (".py", ".ipynb"):
+        raise UsageError(f"--variants {text}: expected a .py file or a notebook (.ipynb).")
+    return path
+
+
+def load_variant(path: Path) -> Kernel:
+    """The strided_softmax that `path` defines; UsageError naming --variants without one."""
+    fn = getattr(load_module(path), OPS[FORWARD].function, None)
+    if not callable(fn):
+        raise UsageError(
+            f"--variants {path} defines no {OPS[FORWARD].function}(x, num_warps); give a file "
+            "that does, e.g. grader/beyond.py."
+        )
+    return fn
 
 
 def format_table(rows: Sequence[Row]) -> str:
@@ -500,9 +574,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         options = parse_options(argv)
         impl = find_impl(options.op, options.impl)
-        require_gpu_timing()
-        contracts.select_mode(verbose=False)
+        contracts.select_mode(verbose=False)  # before the files define their kernels
         fn = load_function(impl, OPS[options.op].function)
+        extra = None if options.variants is None else load_variant(options.variants)
+        require_gpu_timing()
     except (UsageError, LoadError, timing.NoCudaError) as exc:
         print(f"benchmark: {exc}", file=sys.stderr)
         return 2
@@ -516,11 +591,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             options.dtype,
             options.reps,
             op=options.op,
+            extra=extra,
         )
     except BenchmarkFailure as exc:
         print(f"benchmark: {exc}", file=sys.stderr)
         return 1
-    path = describe_run(options.op, impl, options.dtype, rows).save(options.output)
+    impls = {} if options.variants is None else {LAYOUT_AWARE: str(options.variants)}
+    path = describe_run(options.op, impl, options.dtype, rows, impls).save(options.output)
     print(format_table(rows))
     print(f"Wrote {len(rows)} rows to {path}.")
     return 0

@@ -3,7 +3,8 @@
 `plot_warps` shows, per shape and layout, the median time of 4 against 8 warps for the
 direct and copy-first variants, with min-max whiskers. `plot_layouts` shows, per shape and
 mode, the effective bandwidth (logical bytes) of each way to compute the softmax of a
-transposed view, with the plain device copy as the roof. `plot_backward` shows, for a run of
+transposed view, with the plain device copy as the roof; a run with `--variants` adds the
+layout-aware kernel to both. `plot_backward` shows, for a run of
 the backward (`--op strided_softmax_backward`), the bandwidth of every variant per shape,
 layout and mode. Figures are built without pyplot, so they draw on a headless machine.
 
@@ -26,6 +27,7 @@ from matplotlib.patches import Patch
 from learning.workshops.measuring.results import (
     BACKWARD,
     FORWARD,
+    LAYOUT_AWARE,
     Results,
     ResultsError,
     Row,
@@ -66,10 +68,26 @@ LAYOUT_BARS = (
     ),
 )
 """The bars of each layout panel, left to right; a bar without rows shows `not measured`."""
+OPTIONAL_BARS = (
+    Bar(
+        f"{LAYOUT_AWARE}-transpose",
+        LAYOUT_AWARE,
+        "transpose",
+        "layout-aware kernel\non the transpose",
+        "#b279a2",
+    ),
+)
+"""Bars drawn after LAYOUT_BARS only when the file has their rows (a run with --variants)."""
 
-WARP_GROUPS = (("direct", "transpose"), ("copy", "transpose"), ("direct", "contiguous"))
-"""The (variant, layout) pairs whose num_warps are compared."""
-VARIANT_NAMES = {"direct": "direct", "copy": "copy first"}
+WARP_GROUPS = (
+    ("direct", "transpose"),
+    ("copy", "transpose"),
+    (LAYOUT_AWARE, "transpose"),
+    ("direct", "contiguous"),
+    (LAYOUT_AWARE, "contiguous"),
+)
+"""The (variant, layout) pairs whose num_warps are compared, when the file has their rows."""
+VARIANT_NAMES = {"direct": "direct", "copy": "copy first", LAYOUT_AWARE: "layout-aware"}
 
 BACKWARD_VARIANTS = {
     "direct": ("the kernel on the views of y and dy", "#e45756"),
@@ -252,8 +270,11 @@ def _ordered(values: Iterable[str]) -> list[str]:
 
 
 def _whose(results: Results) -> str:
-    """Whose run this is: the kernel measured, the device and the dtype."""
-    return f"{Path(results.impl).name} on {results.device}, {results.dtype}"
+    """Whose run this is: the kernels measured, the device and the dtype."""
+    kernels = Path(results.impl).name
+    for variant, impl in results.variant_impls.items():
+        kernels += f" ({variant}: {Path(impl).name})"
+    return f"{kernels} on {results.device}, {results.dtype}"
 
 
 def _warp_groups(rows: list[Row], layout: str) -> list[tuple[str, str]]:
@@ -329,13 +350,20 @@ def _on_layout_plot(row: Row) -> bool:
     """Whether the layout plot draws `row`: one of its bars, or the roof."""
     if row.variant == "roof":
         return True
-    return any((row.variant, row.layout) == (b.variant, b.layout) for b in LAYOUT_BARS)
+    bars = LAYOUT_BARS + OPTIONAL_BARS
+    return any((row.variant, row.layout) == (b.variant, b.layout) for b in bars)
+
+
+def _layout_bars(results: Results) -> tuple[Bar, ...]:
+    """The layout panels' bars: LAYOUT_BARS, then each optional bar the file has rows for."""
+    present = {(r.variant, r.layout) for r in results.rows}
+    return LAYOUT_BARS + tuple(b for b in OPTIONAL_BARS if (b.variant, b.layout) in present)
 
 
 def _draw_layout_panel(ax: Axes, results: Results, shape: str, mode: str, top: float) -> None:
+    bars = _layout_bars(results)
     drawn = [
-        (x, bar, _best(results, shape, bar.layout, mode, bar.variant))
-        for x, bar in enumerate(LAYOUT_BARS)
+        (x, bar, _best(results, shape, bar.layout, mode, bar.variant)) for x, bar in enumerate(bars)
     ]
     roof = _roof(results, shape, mode)
     for x, bar, row in drawn:
@@ -364,8 +392,8 @@ def _draw_layout_panel(ax: Axes, results: Results, shape: str, mode: str, top: f
             va="bottom",
             fontsize=8,
         )
-    ax.set_xticks(range(len(LAYOUT_BARS)), [b.label for b in LAYOUT_BARS], fontsize=9)
-    ax.set_xlim(-0.6, len(LAYOUT_BARS) - 0.4)
+    ax.set_xticks(range(len(bars)), [b.label for b in bars], fontsize=9)
+    ax.set_xlim(-0.6, len(bars) - 0.4)
     ax.set_ylim(0, top)
     ax.grid(axis="y", alpha=0.3)
     ax.set_axisbelow(True)

@@ -23,6 +23,11 @@ same after .contiguous() of each input, the copies timed; torch_softmax: torch.s
 same view; torch: PyTorch's softmax backward (torch._softmax_backward_data) on the same views;
 roof: a plain device copy of a contiguous tensor of one input's size, the bandwidth to compare
 against."""
+LAYOUT_AWARE = "layout-aware"
+OPTIONAL_VARIANTS = {FORWARD: (LAYOUT_AWARE,), BACKWARD: ()}
+"""Variants timed only when asked for, beside those of `VARIANTS`. layout-aware: another file's
+strided_softmax on the same view for each num_warps (`benchmark --variants FILE`, e.g.
+grader/beyond.py, which tiles by the view's strides); `Results.variant_impls` names the file."""
 LAYOUTS = ("transpose", "contiguous")
 H200_SAMPLE = Path(__file__).with_name("data") / "h200_i1.json"
 """A run of the reference on an NVIDIA H200, for students without a GPU (its note says when)."""
@@ -68,6 +73,8 @@ class Results:
     versions: dict[str, str]
     rows: list[Row] = field(default_factory=list)
     note: str = ""
+    variant_impls: dict[str, str] = field(default_factory=dict)
+    """The file each optional variant's function came from, by variant name."""
     schema: str = SCHEMA
 
     def find(self, variant: str, shape: str, layout: str, mode: str, num_warps: int | None) -> Row:
@@ -109,7 +116,7 @@ def load(path: Path | str) -> Results:
 def from_json(data: object, where: str = "results") -> Results:
     """Build Results from parsed JSON, checking every field."""
     _check_run(data, where)
-    variants = VARIANTS[data["op"]]
+    variants = VARIANTS[data["op"]] + OPTIONAL_VARIANTS[data["op"]]
     rows = [_row(raw, f"{where}: row {i}", variants) for i, raw in enumerate(data["rows"])]
     top = {f.name for f in fields(Results)}
     return Results(**{k: v for k, v in data.items() if k in top and k != "rows"}, rows=rows)
@@ -121,7 +128,7 @@ def _check_run(data: object, where: str) -> None:
         raise ResultsError(f"{where}: expected a JSON object")
     if data.get("schema") != SCHEMA:
         raise ResultsError(f"{where}: schema is {data.get('schema')!r}, expected {SCHEMA!r}")
-    missing = {f.name for f in fields(Results)} - set(data) - {"note"}
+    missing = {f.name for f in fields(Results)} - set(data) - {"note", "variant_impls"}
     if missing:
         raise ResultsError(f"{where}: missing {', '.join(sorted(missing))}")
     for f in fields(Results):
@@ -132,6 +139,15 @@ def _check_run(data: object, where: str) -> None:
     versions = data["versions"]
     if not isinstance(versions, dict) or not all(isinstance(v, str) for v in versions.values()):
         raise ResultsError(f"{where}: versions is {versions!r}, not an object of strings")
+    impls = data.get("variant_impls", {})
+    optional = OPTIONAL_VARIANTS[data["op"]]
+    if not isinstance(impls, dict) or not all(
+        name in optional and isinstance(path, str) for name, path in impls.items()
+    ):
+        raise ResultsError(
+            f"{where}: variant_impls is {impls!r}, not an object naming a file for any of "
+            f"{', '.join(optional) or 'no variants'}"
+        )
     if not isinstance(data["rows"], list):
         raise ResultsError(f"{where}: rows must be a list")
 

@@ -1,0 +1,190 @@
+"""The layout-aware softmax (grader/beyond.py): the checker's cases, the tile plan, the wide loop.
+
+In process under the interpreter, where `run_case` runs the ownership audit on every call.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+import pytest
+import torch
+import triton
+
+from grader.beyond import COLUMN_MAJOR, MAX_BLOCK_N, ROW_MAJOR, Plan, plan, strided_softmax
+from grader.grading.hidden import Draw, hidden_cases
+from learning.workshops.checking.cases import Case, CaseResult, suite
+from learning.workshops.checking.hints import diagnose
+from learning.workshops.checking.launches import count_launches
+from learning.workshops.notebook.testing import run_cases
+
+SEED = 20261130
+OP = "strided_softmax"
+LOOPING = partial(strided_softmax, max_block_n=16)
+"""The kernel with a 16-column tile cap, so that every row wider than 16 takes the loop."""
+
+
+def failures(results: list[CaseResult]) -> list[str]:
+    return [r.detail for r in results if not r.passed]
+
+
+def view(layout: str, rows: int, cols: int, dtype=torch.float32) -> torch.Tensor:
+    """A view of logical shape (rows, cols) in `layout`, on the meta device: plan reads only
+    its shape, strides and element size."""
+    if layout == "contiguous":
+        return torch.empty(rows, cols, dtype=dtype, device="meta")
+    if layout == "transpose":
+        return torch.empty(cols, rows, dtype=dtype, device="meta").t()
+    if layout == "slice":
+        return torch.empty(rows + 1, 2 * cols + 1, dtype=dtype, device="meta")[1:, 1::2]
+    raise ValueError(layout)
+
+
+# --- The checker's cases -------------------------------------------------------------------
+
+
+def test_public_cases_pass_with_no_hint():
+    """Does the layout-aware kernel pass every public case of strided_softmax, with no hint?"""
+    results = run_cases(strided_softmax, OP, suite(OP, None, "cpu"), seed=SEED)
+    assert failures(results) == []
+    assert diagnose(results) == []
+
+
+def test_hidden_cases_pass_with_no_hint():
+    """Does it pass a grading's hidden cases (every layout, drawn shapes and dtypes)?"""
+    cases = hidden_cases(OP, Draw("a secret", "a student"))
+    results = run_cases(strided_softmax, OP, cases, seed=SEED)
+    assert len(results) == len(cases) > 10
+    assert failures(results) == []
+    assert diagnose(results) == []
+
+
+WIDE_CASES = (
+    Case("transpose-wide", "transpose", 3, 1000),
+    Case("slice-wide", "slice", 9, 100, dtype="float16"),
+    Case("neg-inf-wide", "transpose", 9, 70, fill="neg-inf"),
+    Case("large-wide", "transposed-slice", 5, 50, fill="large"),
+    Case("contiguous-wide", "contiguous", 40, 33, fill="large"),
+    Case("bfloat16-broadcast", "row-broadcast", 4, 33, dtype="bfloat16"),
+    Case("repeat-wide", "transpose", 33, 40, repeat=True),
+)
+
+
+def test_looping_kernel_passes_audited_cases():
+    """With every row wider than its tile, does the online softmax pass the public cases and
+    wide ones (-inf, ±1e4, half precision), the audit finding each element written once
+    and no load outside the view?"""
+    cases = suite(OP, None, "cpu") + list(WIDE_CASES)
+    results = run_cases(LOOPING, OP, cases, seed=SEED)
+    assert failures(results) == []
+    assert diagnose(results) == []
+
+
+# --- The tile plan -------------------------------------------------------------------------
+
+
+def test_contiguous_rows_get_row_major_tiles_of_few_rows():
+    """Do contiguous rows get whole-row tiles along the columns, one row once rows are wide?"""
+    assert plan(view("contiguous", 4096, 4096)) == Plan(1, 4096, ROW_MAJOR, loop=False)
+    assert plan(view("contiguous", 65536, 512)) == Plan(1, 512, ROW_MAJOR, loop=False)
+    assert plan(view("contiguous", 65536, 64)) == Plan(8, 64, ROW_MAJOR, loop=False)
+
+
+def test_transposed_view_gets_many_rows_per_tile():
+    """Does a transposed view get tiles of 16 to 32 fp32 rows, so lanes run down columns?"""
+    assert plan(view("transpose", 4096, 100)) == Plan(32, 128, COLUMN_MAJOR, loop=False)
+    assert plan(view("transpose", 65536, 512), num_warps=8) == Plan(
+        16, 512, COLUMN_MAJOR, loop=False
+    )
+    assert plan(view("transpose", 4096, 4096)) == Plan(16, 256, COLUMN_MAJOR, loop=True)
+
+
+def test_half_precision_transpose_takes_twice_the_rows():
+    """Are the column runs counted in bytes: 32 to 64 rows of a float16 transpose?"""
+    assert plan(view("transpose", 4096, 50, torch.float16)).rows == 64
+    assert plan(view("transpose", 4096, 4096, torch.float16)).rows == 32
+
+
+def test_few_rows_cap_the_tile_height():
+    """Does a view with few rows get a tile no taller than its rows, rounded to a power of 2?"""
+    assert plan(view("transpose", 3, 1000)) == Plan(4, 1024, COLUMN_MAJOR, loop=False)
+    assert plan(view("contiguous", 5, 7)) == Plan(8, 8, ROW_MAJOR, loop=False)
+
+
+def test_sliced_view_gets_row_major_tiles():
+    """Does a view with column stride 2 take the row-major tiles, sound for any strides?"""
+    assert plan(view("slice", 64, 300)).lanes_along == ROW_MAJOR
+    assert plan(torch.empty(1, 300, device="meta").expand(64, 300)).lanes_along == ROW_MAJOR
+
+
+def test_very_wide_rows_loop_over_column_chunks():
+    """Does a row wider than the tile cap loop, in either orientation?"""
+    assert plan(view("contiguous", 2048, 16384)) == Plan(1, MAX_BLOCK_N, ROW_MAJOR, loop=True)
+    assert plan(view("transpose", 2048, 16384)).loop
+    assert plan(view("contiguous", 4, 100), max_block_n=16) == Plan(4, 16, ROW_MAJOR, loop=True)
+
+
+@pytest.mark.parametrize("num_warps", [1, 4, 8, 32])
+@pytest.mark.parametrize("layout", ["contiguous", "transpose", "slice"])
+def test_tiles_stay_within_the_register_budget(layout, num_warps):
+    """Does every tile hold at most 32 values per thread, in powers of two?"""
+    for rows, cols in ((1, 1), (7, 5), (3, 1000), (4096, 4096), (65536, 512), (2048, 65536)):
+        tiles = plan(view(layout, rows, cols), num_warps)
+        assert tiles.rows * tiles.block_n <= 32 * 32 * num_warps
+        assert triton.next_power_of_2(tiles.rows) == tiles.rows
+        assert triton.next_power_of_2(tiles.block_n) == tiles.block_n
+        assert tiles.loop == (tiles.block_n < cols)
+
+
+def test_tile_cap_must_be_a_power_of_two():
+    """Is a tile cap that is not a power of two refused with the value and a suggestion?"""
+    with pytest.raises(ValueError, match="max_block_n must be a power of two, got 100; try 4096"):
+        plan(view("contiguous", 4, 4), max_block_n=100)
+
+
+# --- The launch and the wide loop ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "transpose"])
+def test_one_launch_of_cdiv_programs_on_axis_zero(layout):
+    """Is there one launch, with cdiv(M, rows) programs on grid axis 0 only?"""
+    x = torch.randn(70, 20) if layout == "contiguous" else torch.randn(20, 70).t()
+    with count_launches() as log:
+        strided_softmax(x)
+    assert [launch.grid for launch in log.launches] == [(triton.cdiv(70, plan(x).rows),)]
+    assert log.launches[0].kernel == "softmax_tile_kernel"
+    with count_launches() as log:
+        LOOPING(x)
+    assert [launch.kernel for launch in log.launches] == ["softmax_chunks_kernel"]
+
+
+def extreme_rows(rows: int, cols: int) -> torch.Tensor:
+    """Rows of ±1e4 with -inf entries: a first chunk all -inf, a last chunk all -inf, a row
+    all -inf (NaN, as torch gives), and rows whose max lies in a late chunk."""
+    g = torch.Generator().manual_seed(SEED)
+    x = torch.randn(rows, cols, generator=g, dtype=torch.float64)
+    x = x.sign() * (1e4 + 1e3 * x.abs())
+    x[::3] = torch.randn(len(x[::3]), cols, generator=g, dtype=torch.float64)
+    x[1, :40] = float("-inf")
+    x[2, -40:] = float("-inf")
+    x[4] = float("-inf")
+    x[5, ::7] = float("-inf")
+    x[6, -1] = 3e4
+    return x
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered in subtract:RuntimeWarning")
+@pytest.mark.parametrize("layout", ["contiguous", "transpose"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_wide_loop_matches_torch_in_float64(layout, dtype):
+    """Across 16-column chunks, are ±1e4 values, chunks of -inf and an all -inf row softmaxed
+    as torch.softmax does in float64? (The all -inf row's NaN is numpy's -inf - -inf.)"""
+    ref_input = extreme_rows(37, 150).to(dtype)
+    x = ref_input if layout == "contiguous" else ref_input.t().contiguous().t()
+    assert plan(x, max_block_n=16).loop
+    out = LOOPING(x)
+    expected = torch.softmax(ref_input.double(), dim=1)
+    assert out.dtype == dtype and out.is_contiguous()
+    assert out[4].isnan().all() and expected[4].isnan().all()
+    atol = 1e-6 if dtype == torch.float32 else 1e-3
+    torch.testing.assert_close(out.double(), expected, rtol=0, atol=atol, equal_nan=True)
