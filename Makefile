@@ -50,5 +50,10 @@ $(VENV)/.installed: pyproject.toml
 	$(VENV)/bin/python -m pip install -q $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) "$(TORCH)" \
 	  $(if $(TORCH_INDEX),|| $(VENV)/bin/python -m pip install -q "$(TORCH)")  # index unreachable
 	$(VENV)/bin/python -m pip install -q -e ".[course,dev]"
+	# jupyter-events asks for jsonschema[format-nongpl], whose rfc3987-syntax builds an Earley
+	# parser on import: 2.3 s in every process that imports nbformat (each nbgrader command,
+	# each graded notebook's runner). Its IRI format check is never used here; without it
+	# jsonschema skips that one format.
+	$(VENV)/bin/python -m pip uninstall -q -y rfc3987-syntax
 	$(VENV)/bin/python -m ipykernel install --sys-prefix --name python3
 	touch $@

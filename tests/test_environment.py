@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -100,3 +101,12 @@ def test_make_installs_the_supported_torch():
     """Does the Makefile's .venv recipe install pyproject's torch range from the index given?"""
     made = dry_run_venv(versions.CPU_INDEX)
     assert f'--index-url {versions.CPU_INDEX} "{versions.requirement("torch")}"' in made
+
+
+def test_make_leaves_out_the_slow_iri_format_checker():
+    """Does the venv recipe remove rfc3987-syntax, and does nbformat then import without it
+    (it built a parser for 2.3 s in every process that reads a notebook)?"""
+    assert "pip uninstall -q -y rfc3987-syntax" in dry_run_venv(versions.CPU_INDEX)
+    probe = "import sys, nbformat; print('rfc3987_syntax' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert done.stdout.split() == ["False"], done.stderr
