@@ -591,14 +591,15 @@ def verify_in_place(trace: Trace, view: torch.Tensor) -> list[Finding]:
     element_at[elements_at.ravel()] = np.arange(rows * cols)
     writer = np.full(rows * cols, -1, dtype=np.int64)
     writer_launch = np.full(rows * cols, -1, dtype=np.int64)
+    written_at = np.full(rows * cols, -1, dtype=np.int64)  # the access that stored it last
     found: dict[str, Finding] = {}
-    reads: list[tuple[Access, np.ndarray]] = []
+    reads: list[tuple[int, Access, np.ndarray]] = []
 
     def note(kind: str, text: str, a: Access, lanes: int, e: int | None = None) -> None:
         where = divmod(e, cols) if e is not None else (None, None)
         found.setdefault(kind, Finding(kind, text, lanes, a.program, *where))
 
-    for a in trace.accesses:
+    for at, a in enumerate(trace.accesses):
         key = _program_key(a.program)
         mine = storage.holds(a.addresses, a.size)
         index = (a.addresses[mine] - storage.start) // storage.size
@@ -621,28 +622,33 @@ def verify_in_place(trace: Trace, view: torch.Tensor) -> list[Finding]:
                     f"{trace.who(a).removeprefix('program ')} of one launch"
                 )
                 note("duplicate", text, a, int(other.sum()), e)
-            writer[inside], writer_launch[inside] = key, a.launch
+            writer[inside], writer_launch[inside], written_at[inside] = key, a.launch, at
             continue
-        stale = (writer_launch[inside] == a.launch) & (writer[inside] != key)
-        if stale.any():
-            e = int(inside[stale][0])
-            text = (
-                f"{trace.who(a)} loaded {_place(e, cols)} after "
-                f"{_who(_program_of(int(writer[e])), trace.ranks[a.launch])} had overwritten it "
-                "with its result"
-            )
-            note("read-after-write", text, a, int(stale.sum()), e)
-        reads.append((a, inside))
-    for a, inside in reads:  # a reader that is not the element's writer, in either order
+        reads.append((at, a, inside))
+    # Evidence for a read of another program's element: a load that came after that store,
+    # if one did (the interpreter's order showed it), else the first such load (a GPU's
+    # order may put the store first).
+    chosen = None
+    for at, a, inside in reads:
         foreign = (writer_launch[inside] == a.launch) & (writer[inside] != _program_key(a.program))
-        if foreign.any():
-            e = int(inside[foreign][0])
-            text = (
-                f"{trace.who(a)} loaded {_place(e, cols)}, which "
-                f"{_who(_program_of(int(writer[e])), trace.ranks[a.launch])} overwrites: on a "
-                "GPU programs run in any order, so the load may see the result instead"
-            )
-            note("read-after-write", text, a, int(foreign.sum()), e)
+        late = foreign & (written_at[inside] < at)
+        if late.any():
+            chosen = (a, inside, late, True)
+            break
+        if foreign.any() and chosen is None:
+            chosen = (a, inside, foreign, False)
+    if chosen is not None:
+        a, inside, lanes, after = chosen
+        e = int(inside[lanes][0])
+        writer_name = _who(_program_of(int(writer[e])), trace.ranks[a.launch])
+        text = (
+            f"{trace.who(a)} loaded {_place(e, cols)} after {writer_name} had overwritten it "
+            "with its result"
+            if after
+            else f"{trace.who(a)} loaded {_place(e, cols)}, which {writer_name} overwrites: on "
+            "a GPU programs run in any order, so the load may see the result instead"
+        )
+        note("read-after-write", text, a, int(lanes.sum()), e)
     never = np.flatnonzero(writer_launch < 0)
     if never.size and rows * cols:
         e = int(never[0])

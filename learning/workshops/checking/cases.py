@@ -130,8 +130,6 @@ class Case:
             extra |= self.grad_geometry.features()
             if self.grad_geometry.strides != self.geometry.strides:
                 extra.add("mixed-strides")
-        if self.geometry.aliased:
-            extra.add("aliased")
         return self.geometry.features() | extra
 
 
@@ -434,7 +432,7 @@ class Call:
         kept = torch.where(keep_nan.cpu(), self.storage.double().cpu(), fresh)
         self.storage.copy_(kept.to(self.storage))
         before = self.storage.clone()
-        out = _called(self.fn, self.x, self.case.num_warps)
+        out = _called(self.fn, self.x, num_warps=self.case.num_warps)
         label = f"{self.case.name} (second call)"
         return replace(
             self, label=label, before=before, out=out, launches=None, trace=None, guards=Guards()
@@ -450,7 +448,7 @@ def _run_view(fn, op: Op, case: Case, device, generator) -> Verdict:
     storage, x = sentinel_view(case.geometry, DTYPES[case.dtype], device, generator, case.fill)
     where, before = describe(x), storage.clone()
     with count_launches(watch=x) as launches, _audit(x) as trace, GuardAllocations() as mode:
-        out = _called(fn, x, case.num_warps)
+        out = _called(fn, x, num_warps=case.num_warps)
     call = Call(
         fn, op, case, case.name, x, storage, before, out, launches, trace, mode.guards, generator
     )
@@ -458,10 +456,10 @@ def _run_view(fn, op: Op, case: Case, device, generator) -> Verdict:
     return replace(verdict, text=f"{where}: {verdict.text}")
 
 
-def _called(fn: Callable, x: torch.Tensor, num_warps: int) -> object:
-    """What `fn(x, num_warps=...)` returned, or the exception it raised."""
+def _called(fn: Callable, *args: torch.Tensor, num_warps: int) -> object:
+    """What `fn(*args, num_warps=...)` returned, or the exception it raised."""
     try:
-        return fn(x, num_warps=num_warps)
+        return fn(*args, num_warps=num_warps)
     except Exception as exc:  # the student's error is the evidence
         return exc
 
@@ -524,9 +522,13 @@ def _returned_before(call: Call) -> Verdict | None:
     )
 
 
+def _changed(before: torch.Tensor, after: torch.Tensor) -> torch.Tensor:
+    """Where two storages differ, NaN equal to NaN."""
+    return (before.nan_to_num() != after.nan_to_num()) | (before.isnan() != after.isnan())
+
+
 def _input_written(call: Call) -> Verdict | None:
-    before, after = call.before, call.storage
-    changed = (before.nan_to_num() != after.nan_to_num()) | (before.isnan() != after.isnan())
+    changed = _changed(call.before, call.storage)
     if not bool(changed.any()):
         return None
     index = int(changed.nonzero()[0])
@@ -743,8 +745,14 @@ def _run_bad_input(fn, case: Case, device, generator) -> Verdict:
         f"{tuple(x.shape)} {str(x.dtype).removeprefix('torch.')} on {x.device}, "
         f"num_warps={num_warps}"
     )
+    return _expect_refusal(fn, (x,), num_warps, what, words)
+
+
+def _expect_refusal(fn, args: tuple, num_warps: int, what: str, words: tuple[str, ...]) -> Verdict:
+    """`fn(*args)` must raise ValueError or TypeError with one of `words` in its message;
+    `what` describes the input in the verdict."""
     try:
-        fn(x, num_warps=num_warps)
+        fn(*args, num_warps=num_warps)
     except (ValueError, TypeError) as exc:
         if any(word in str(exc) for word in words):
             return Verdict(None, f"{what}: refused ({type(exc).__name__})")

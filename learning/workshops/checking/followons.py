@@ -30,7 +30,10 @@ from learning.workshops.checking.cases import (
     Failure,
     Op,
     Verdict,
+    _called,
+    _changed,
     _compare,
+    _expect_refusal,
     _first_line,
     _raised_text,
     _run_bad_input,
@@ -64,13 +67,6 @@ def run_case(fn: Callable, op: Op, case: Case, device: torch.device, seed: int) 
     return CaseResult.of(case, verdict, len(launches), case.cols)
 
 
-def _called(fn: Callable, *args, num_warps: int) -> object:
-    try:
-        return fn(*args, num_warps=num_warps)
-    except Exception as exc:  # the student's error is the evidence
-        return exc
-
-
 def _audited(*tensors: torch.Tensor, read_only: bool = True) -> contextlib.AbstractContextManager:
     """The audit around one call, under the interpreter on CPU tensors only; `tensors` are
     the inputs, protected from stores when `read_only`."""
@@ -79,28 +75,23 @@ def _audited(*tensors: torch.Tensor, read_only: bool = True) -> contextlib.Abstr
     return contextlib.nullcontext()
 
 
-def _changed(before: torch.Tensor, after: torch.Tensor) -> torch.Tensor:
-    """Where two storages differ, NaN equal to NaN."""
-    return (before.nan_to_num() != after.nan_to_num()) | (before.isnan() != after.isnan())
-
-
 # -- in place ---------------------------------------------------------------------------------
 
 
 def _run_in_place(fn, op: Op, case: Case, device, generator) -> Verdict:
     storage, x = sentinel_view(case.geometry, DTYPES[case.dtype], device, generator, case.fill)
     where = describe(x)
-    if case.geometry.aliased:
-        verdict = _refuses(fn, x, storage, case)
+    why = shared_address(x)
+    if why is not None:
+        verdict = _refuses(fn, x, storage, case, why)
     else:
         verdict = _in_place(fn, op, x, storage, case)
     return replace(verdict, text=f"{where}: {verdict.text}")
 
 
-def _refuses(fn, x: torch.Tensor, storage: torch.Tensor, case: Case) -> Verdict:
-    """A view whose elements share addresses: refused with an error naming its strides,
-    before any launch, the storage untouched."""
-    why = shared_address(x)
+def _refuses(fn, x: torch.Tensor, storage: torch.Tensor, case: Case, why: str) -> Verdict:
+    """A view whose elements share addresses (`why`): refused with an error naming its
+    strides, before any launch, the storage untouched."""
     before = storage.clone()
     with count_launches() as launches:
         out = _called(fn, x, num_warps=case.num_warps)
@@ -284,18 +275,4 @@ def _backward_bad_input(fn, case: Case, device, generator) -> Verdict:
     }[kind]()
     what = f"y {tuple(y.shape)}, dy {tuple(dy.shape)} {str(y.dtype).removeprefix('torch.')}"
     what += f", num_warps={num_warps}"
-    try:
-        fn(y, dy, num_warps=num_warps)
-    except (ValueError, TypeError) as exc:
-        if any(word in str(exc) for word in words):
-            return Verdict(None, f"{what}: refused ({type(exc).__name__})")
-        return Verdict(
-            Failure.UNCLEAR_ERROR,
-            f"{what}: raised {type(exc).__name__}({_first_line(exc)!r}), which does not name "
-            f"the problem (expected one of {', '.join(map(repr, words))} in the message)",
-        )
-    except Exception as exc:
-        return Verdict(
-            Failure.UNCLEAR_ERROR, f"{what}: raised {type(exc).__name__}, expected ValueError"
-        )
-    return Verdict(Failure.NOT_RAISED, f"{what}: accepted; it must raise ValueError or TypeError")
+    return _expect_refusal(fn, (y, dy), num_warps, what, words)

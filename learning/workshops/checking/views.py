@@ -61,11 +61,6 @@ class Geometry:
             found.add("empty")
         return frozenset(found)
 
-    @property
-    def aliased(self) -> bool:
-        """Whether two of the view's elements share a storage address."""
-        return self.rows * self.cols > storage_indices(self).unique().numel()
-
 
 def geometry(layout: str, rows: int, cols: int) -> Geometry:
     """The strides and offset of a `layout` view of shape (rows, cols), as PyTorch builds it."""
