@@ -14,14 +14,18 @@ import re
 import secrets
 from collections.abc import Callable
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from nbformat import NotebookNode
 from nbgrader.preprocessors import NbGraderPreprocessor
 
 from grader.grading.sandbox import split_hidden_tests
-from learning.workshops.checking.cases import Case, CaseResult
-from learning.workshops.checking.faults import INTERNAL_ERROR
-from learning.workshops.checking.hints import diagnose
+
+# learning.workshops.checking's cases, faults and hints import torch and triton (about 1.4 s):
+# they are imported where used, so that loading nbgrader_config.py (every nbgrader command,
+# which names StudentFeedback) does not import them.
+if TYPE_CHECKING:
+    from learning.workshops.checking.cases import Case, CaseResult
 
 LAYOUT_WORDS = {
     "contiguous": "contiguous rows",
@@ -126,6 +130,9 @@ def hidden_failure(
     """What a failed hidden cell tells the student: how many cases failed, the kinds of view,
     the hints, and one freshly drawn example that fails the same way (run through
     `run_examples`). No hidden case's name, size or values."""
+    from learning.workshops.checking.faults import INTERNAL_ERROR
+    from learning.workshops.checking.hints import diagnose
+
     by_name = {case.name: case for case in cases}
     own = [r for r in results if r.failure != INTERNAL_ERROR]
     failed = [r for r in own if not r.passed]
@@ -158,6 +165,8 @@ def _same_failure(
 ) -> CaseResult | None:
     """The first failing example whose failure matches a hidden failure of its kind, else
     the first failing example."""
+    from learning.workshops.checking.faults import INTERNAL_ERROR
+
     seen = {(kind_of(by_name[r.name]), r.failure) for r in failed if r.name in by_name}
     failing = [r for r in examples if not r.passed and r.failure != INTERNAL_ERROR]
     for result in failing:

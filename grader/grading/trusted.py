@@ -24,22 +24,15 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import nbformat
-import torch
 from nbformat import NotebookNode
 from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets import Float, List, Tuple
 
 from grader.grading.feedback import hidden_failure, timing_summary
 from grader.grading.grading_log import course_root, log_for
-from grader.grading.hidden import (
-    CASE_TIMEOUT_S,
-    Draw,
-    hidden_cases,
-    run_function_check,
-    run_hidden,
-)
 from grader.grading.sandbox import AHEAD, split_hidden_tests
 from grader.grading.timing_record import (
     BANDS,
@@ -50,12 +43,15 @@ from grader.grading.timing_record import (
 )
 from grader.grading.timing_record import SIDECAR as TIMING_SIDECAR
 from grader.seeding import MissingSecret, course_secret
-from learning.workshops.checking.cases import OPS
-from learning.workshops.checking.faults import CheckerFault, fault_text
-from learning.workshops.checking.isolation import IsolatedRun, Session
 from learning.workshops.checking.sidecars import HINTS_SIDECAR, RecordError, outcome, write_hints
-from learning.workshops.measuring.timing import NoCudaError
-from learning.workshops.notebook.testing import all_pass, record_outcome, record_status, verdict
+
+# torch, triton and the modules that import them (grader.grading.hidden, the checking's cases,
+# faults and isolation, the timing, the notebook's testing) are imported where used: every
+# nbgrader command loads nbgrader_config.py, which names this module's preprocessors, and
+# importing them costs about 1.4 s that only grading needs.
+if TYPE_CHECKING:
+    from grader.grading.hidden import Draw
+    from learning.workshops.checking.isolation import IsolatedRun, Session
 
 NOTEBOOK = "strided_softmax.ipynb"
 CHECKS = ("expect_address_table", "expect_hidden", "expect_worksheet", "timing_points")
@@ -94,6 +90,8 @@ def submission_draw(resources: dict, root: Path) -> Draw:
 def draw_for(db_url: str | None, assignment: str | None, student: str, root: Path) -> Draw:
     """The draw of a student's submission: the secret of the course at `root`, the student,
     the submission time. MissingSecret when the course has no secret."""
+    from grader.grading.hidden import Draw
+
     stamp = ""
     with contextlib.suppress(Exception):  # no gradebook entry: the student alone
         from grader.course import open_gradebook
@@ -122,6 +120,7 @@ def sandboxed_copy(nb: NotebookNode, draw: Draw) -> Iterator[Runner]:
     folder (/work, a size-limited tmpfs when run as root); gone afterwards, with every
     process the children started."""
     from grader.grading.sandbox import inside, sandbox_cgroups, sandboxed, scratch
+    from learning.workshops.checking.isolation import Session
 
     with scratch() as work, sandbox_cgroups() as cgroups, tempfile.TemporaryDirectory() as kit:
         nbformat.write(nb, work / NOTEBOOK)
@@ -180,6 +179,9 @@ class Runner:
     def run(self, name: str, args: list, kwargs: dict) -> list[NotebookNode]:
         """One check's outputs: a line when it passed, an error when it failed; the log
         tells its seconds too."""
+        from learning.workshops.checking.faults import CheckerFault
+        from learning.workshops.measuring.timing import NoCudaError
+
         started = time.monotonic()
         try:
             outputs = getattr(self, name)(*args, **kwargs)
@@ -197,10 +199,14 @@ class Runner:
 
     def hidden_run(self, op: str) -> IsolatedRun:
         """`op`'s hidden cases run against the submission, once (see `ChecksAhead`)."""
+        from grader.grading.hidden import run_hidden
+
         return self._once(op, run_hidden, op)
 
     def function_run(self, function: str) -> tuple[bool, str]:
         """`function`'s hidden check run against the submission, once."""
+        from grader.grading.hidden import run_function_check
+
         return self._once(function, run_function_check, function)
 
     def _once(self, key: str, check: Callable, name: str):
@@ -211,6 +217,10 @@ class Runner:
         return self.done[key]
 
     def expect_hidden(self, op: str, *_, **__) -> list[NotebookNode]:
+        from grader.grading.hidden import hidden_cases
+        from learning.workshops.checking.faults import CheckerFault
+        from learning.workshops.notebook.testing import all_pass, record_outcome, verdict
+
         run = self.hidden_run(op)
         if run.load_error:
             raise AssertionError(f"{op}: the notebook's definitions do not load: {run.load_error}")
@@ -226,6 +236,8 @@ class Runner:
 
     def _examples(self, op: str) -> Callable[[list], list]:
         """Runs freshly drawn example cases of `op` against the submission, sandboxed."""
+        from grader.grading.hidden import CASE_TIMEOUT_S
+        from learning.workshops.checking.cases import OPS
 
         def run(cases: list) -> list:
             seed = secrets.randbelow(2**31)
@@ -235,6 +247,8 @@ class Runner:
         return run
 
     def _function(self, function: str) -> list[NotebookNode]:
+        from learning.workshops.notebook.testing import record_status
+
         passed, said = self.function_run(function)
         record_status(f"hidden:{function}", "passed" if passed else "failed")
         if not passed:
@@ -317,6 +331,8 @@ class ChecksAhead:
     the thread that started it ends, and the child it started serves the timing too."""
 
     def __init__(self, nb: NotebookNode, draw: Draw) -> None:
+        import torch
+
         self._stack = contextlib.ExitStack()
         self._runner = self._stack.enter_context(sandboxed_copy(nb, draw))
         self._runner.ahead = True
@@ -408,6 +424,8 @@ class GradeHiddenCells(NbGraderPreprocessor):
     ).tag(config=True)
 
     def preprocess(self, nb: NotebookNode, resources: dict):
+        from learning.workshops.checking.faults import fault_text
+
         log = log_for(self.config, resources)
         try:
             return self._grade(nb, resources, log.say if log else lambda _: None)
