@@ -26,6 +26,7 @@ import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from importlib.metadata import version
 from pathlib import Path
 
 import nbformat
@@ -385,38 +386,84 @@ class Opened:
     """What the lab shows around a notebook once it is open and its kernel idle, before
     anything runs."""
 
-    modified: bool  # the tab carries the unsaved-changes mark
+    modified: bool  # the notebook's tab carries the unsaved-changes mark (jp-mod-dirty)
+    tabs: tuple[str, ...]  # the main area's tabs
     menus: tuple[str, ...]  # the menu bar's menus
     toolbar: tuple[str, ...]  # the notebook toolbar's labelled buttons
+    sidebars: tuple[str, ...]  # the side bars' tabs, by their captions
+    palette: tuple[str, ...]  # every command the command palette offers
     disabled: tuple[str, ...]  # the plugins the page's configuration disables
+    routes: dict[str, int]  # the HTTP status the page's fetch of each of ROUTES gets
 
 
-READ_OPENED = """() => ({
-    modified: document.querySelector('.jp-NotebookPanel') !== null
-        && document.querySelectorAll('.lm-DockPanel .lm-TabBar-tab.jp-mod-dirty').length > 0,
+ROUTES = (
+    "formgrader",  # nbgrader's formgrader (instructors)
+    "assignments/validate",  # what Validate posts the notebook to: 405 to a GET when served
+    f"nbgrader_version?version={version('nbgrader')}",  # what Validate asks first
+)
+"""Server addresses of nbgrader's, relative to the lab's base URL, fetched from the page."""
+
+MODIFIED = "() => document.querySelectorAll('.lm-DockPanel .lm-TabBar-tab.jp-mod-dirty').length > 0"
+"""A tab of the main area carries JupyterLab's unsaved-changes mark (the dot for its close
+button)."""
+
+READ_OPENED = f"""async (routes) => ({{
+    modified: ({MODIFIED})(),
+    tabs: Array.from(document.querySelectorAll('.lm-DockPanel .lm-TabBar-tab'))
+        .map(tab => tab.innerText.trim()),
     menus: Array.from(document.querySelectorAll('.lm-MenuBar-itemLabel')).map(m => m.innerText),
     toolbar: Array.from(document.querySelectorAll('.jp-NotebookPanel-toolbar .jp-ToolbarButton'))
         .map(b => b.innerText.trim()).filter(text => text),
+    sidebars: Array.from(document.querySelectorAll('.jp-SideBar .lm-TabBar-tab'))
+        .map(tab => tab.title),
     disabled: JSON.parse(
         document.getElementById('jupyter-config-data').textContent).disabledExtensions || [],
-})"""
+    routes: Object.fromEntries(await Promise.all(routes.map(async route => {{
+        const config = JSON.parse(document.getElementById('jupyter-config-data').textContent);
+        const answer = await fetch(config.baseUrl + route,
+            {{headers: {{Authorization: 'token ' + config.token}}}});
+        return [route, answer.status];
+    }}))),
+}})"""
 SETTLE_MS = 2000
 """How long an opened notebook is left before its tab is read: kernel information arrives
 after the kernel is idle, and a notebook whose metadata differs from it is marked then."""
 
 
+def read_palette(page) -> tuple[str, ...]:
+    """The labels of every command in the command palette, opened as a student opens it
+    (Ctrl+Shift+C) and closed again."""
+    page.keyboard.press("Control+Shift+c")
+    palette = page.locator(".jp-ModalCommandPalette")
+    palette.wait_for(state="visible")
+    labels = palette.locator(".lm-CommandPalette-itemLabel").all_inner_texts()
+    page.keyboard.press("Escape")
+    palette.wait_for(state="hidden")
+    return tuple(labels)
+
+
+def read_opened(page) -> Opened:
+    """What the lab shows around the notebook just opened in `page`, once settled."""
+    page.wait_for_timeout(SETTLE_MS)
+    raw = page.evaluate(READ_OPENED, list(ROUTES))
+    shown = {k: tuple(v) for k, v in raw.items() if k not in ("modified", "routes")}
+    return Opened(raw["modified"], palette=read_palette(page), routes=raw["routes"], **shown)
+
+
 def run_notebook(browser, running: Lab, path: str, screenshot: Path, *, each_cell: bool = False):
-    """Open the notebook at `path`, read what the lab shows around it, run it (Run All, or
+    """Open the notebook at `path`, read what the lab shows around it and save a screenshot
+    of the window then (`screenshot` with -opened added to its name), run it (Run All, or
     `each_cell` one at a time), save a screenshot of the whole notebook to `screenshot` (also
-    when the run fails), and return what was shown on opening and its cells as shown after the
-    run. The notebook's kernel is shut down afterwards."""
+    when the run fails), and return what was shown on opening, its cells as shown after the
+    run, and whether its tab is marked modified then. The notebook's kernel is shut down
+    afterwards."""
     page = open_notebook(browser, running, path)
     try:
-        page.wait_for_timeout(SETTLE_MS)
-        raw = page.evaluate(READ_OPENED)
-        opened = Opened(raw["modified"], *(tuple(raw[k]) for k in ("menus", "toolbar", "disabled")))
+        opened = read_opened(page)
+        screenshot.parent.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(screenshot.with_name(f"{screenshot.stem}-opened.png")))
         (run_each_cell if each_cell else run_all_cells)(page)
-        return opened, shown_cells(page)
+        return opened, shown_cells(page), page.evaluate(MODIFIED)
     finally:
         try:
             save_screenshot(page, screenshot)

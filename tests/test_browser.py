@@ -1,7 +1,8 @@
 """The notebooks as a student meets them: opened in JupyterLab, run in a real browser, and
 read from the page they render (tests/browser_lab.py starts the lab and drives chromium).
 
-Each notebook's full-page screenshot after its run lands in artifacts/browser/.
+The lab is the students' (`python -m learning.workshops.lab`). Each notebook's full-page
+screenshot after its run, and one of the window as it opened, land in artifacts/browser/.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import nbformat
 import pytest
 from browser_lab import (
     CHROMIUM,
+    ROUTES,
     ShownCell,
     drawing_cells,
     lab,
@@ -114,12 +116,12 @@ def run(browser, running_lab, lab_root):
     """Run a notebook of the lab in the browser: its cells as shown, and its JSON."""
 
     def run(path: str, screenshot: str, *, each_cell: bool = False):
-        opened, cells = run_notebook(
+        opened, cells, modified = run_notebook(
             browser, running_lab, path, ARTIFACTS / f"{screenshot}.png", each_cell=each_cell
         )
         notebook = lab_root[1][path]
         assert [c.kind for c in cells] == [c.cell_type for c in notebook.cells]
-        opening[path] = opened
+        opening[path], modified_after_run[path] = opened, modified
         return cells, notebook
 
     return run
@@ -127,6 +129,8 @@ def run(browser, running_lab, lab_root):
 
 opening = {}
 """What the lab showed on opening each notebook the tests ran, by path."""
+modified_after_run = {}
+"""Whether each notebook's tab was marked modified after its run (with autosave off), by path."""
 
 
 def opened(path: str):
@@ -134,8 +138,6 @@ def opened(path: str):
     if path not in opening:
         pytest.skip(f"{path} was not opened: the test that runs it did not get that far")
     return opening[path]
-
-    return run
 
 
 def not_run(cells: list[ShownCell]) -> list[int]:
@@ -153,12 +155,15 @@ def without_pictures(cells: list[ShownCell], notebook) -> list[int]:
 
 def test_page_reading_tells_errors_from_stderr(run):
     """Does reading the page count an exception and a syntax error as errors, a line on
-    stderr and a warning as not, and see a figure, so the checks below mean what they say?"""
+    stderr and a warning as not, see a figure, and see the unsaved-changes mark that running
+    sets, so the checks below mean what they say?"""
     cells, _ = run("probe.ipynb", "probe", each_cell=True)
     assert not_run(cells) == []
     assert errors(cells) == {2: ["ZeroDivisionError"], 3: ["SyntaxError"]}
     assert [c.stderr for c in cells] == [1, 1, 0, 0, 0]
     assert [c.images for c in cells] == [0, 0, 0, 0, 1]
+    # the unsaved-changes mark is read where JupyterLab puts it: the run's outputs set it
+    assert modified_after_run["probe.ipynb"] and not opened("probe.ipynb").modified
 
 
 def test_finished_assignment_runs_clean_and_shows_its_figures(run):
@@ -206,19 +211,35 @@ def test_ungraded_notebook_runs_clean_and_shows_its_figures(run, name):
         "release/strided_softmax.ipynb",
         "notebooks/setup_check.ipynb",
         "notebooks/address_explorer.ipynb",
+        "finished/strided_softmax.ipynb",
+        "probe.ipynb",
     ],
 )
 def test_notebooks_open_unmodified(path):
-    """Does each notebook a student gets open without the unsaved-changes mark (JupyterLab
-    rewrites kernel metadata that differs from its kernel's, and a student then wonders what
-    they changed)?"""
-    assert not opened(path).modified
+    """Does each notebook open, before anything runs, without the unsaved-changes mark on its
+    tab (JupyterLab rewrites kernel metadata that differs from its kernel's, and a student then
+    wonders what they changed)?"""
+    shown = opened(path)
+    assert shown.tabs == (path.rsplit("/", 1)[-1],)
+    assert not shown.modified
 
 
-def test_the_students_lab_hides_the_instructor_tools():
-    """In the students' JupyterLab, are nbgrader's instructor plugins disabled and its menu
-    gone, while the Validate button students use stays on the notebook's toolbar?"""
-    shown = opened("release/strided_softmax.ipynb")
+INSTRUCTOR_COMMANDS = ("Create assignment", "Course List", "Formgrader", "Formgrader (local)")
+"""The command palette's entries for nbgrader's instructor tools (its menu adds them)."""
+
+
+@pytest.mark.parametrize("path", ["release/strided_softmax.ipynb", "notebooks/setup_check.ipynb"])
+def test_the_students_lab_hides_the_instructor_tools(path):
+    """In the students' JupyterLab, are nbgrader's instructor plugins disabled, and are its
+    menu, the Create Assignment side panel, the palette's instructor commands and the
+    formgrader's pages gone, while the Validate button students use stays on the notebook's
+    toolbar with the server's validation behind it?"""
+    shown = opened(path)
     assert set(INSTRUCTOR_PLUGINS) <= set(shown.disabled)
     assert "Nbgrader" not in shown.menus and "Run" in shown.menus
+    assert "Property Inspector" in shown.sidebars
+    assert not [tab for tab in shown.sidebars if "Create Assignment" in tab]
+    assert "Run All Cells" in shown.palette
+    assert set(INSTRUCTOR_COMMANDS).isdisjoint(shown.palette)
     assert "Validate" in shown.toolbar
+    assert shown.routes == dict(zip(ROUTES, (404, 405, 200), strict=True))

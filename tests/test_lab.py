@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +21,17 @@ from learning.workshops.lab import (
 )
 
 pytest.importorskip("jupyterlab")
+
+REPO = Path(__file__).resolve().parents[1]
+COURSE_NOTEBOOKS = (
+    "source/i1_strided_softmax/strided_softmax.ipynb",
+    "release/i1_strided_softmax/strided_softmax.ipynb",
+    "notebooks/setup_check.ipynb",
+    "notebooks/address_explorer.ipynb",
+    "notebooks/instructor_cohort.ipynb",
+)
+"""Every notebook the course ships or an instructor opens (release/ is generated from source/,
+notebook metadata and all)."""
 
 
 def jupyter(*args: str, env: dict) -> str:
@@ -87,3 +99,25 @@ def test_the_served_folder_is_read_from_the_arguments(tmp_path):
     assert served_folder([f"--ServerApp.root_dir={tmp_path}", "--no-browser"]) == tmp_path
     assert served_folder(["--notebook-dir", str(tmp_path)]) == tmp_path
     assert served_folder(["--no-browser"]) == Path.cwd()
+
+
+def course_python() -> str:
+    """The Python release environment.yml pins, e.g. 3.11."""
+    text = (REPO / "environment.yml").read_text()
+    return re.search(r"^\s*-\s*python=(\d+\.\d+)\s*$", text, re.M)[1]
+
+
+@pytest.mark.parametrize("path", COURSE_NOTEBOOKS)
+def test_the_course_notebooks_open_unmodified(path):
+    """Does each course notebook carry the kernel metadata JupyterLab writes on opening it with
+    the course's python3 kernel (any difference marks it modified): the kernelspec, every field
+    of language_info, and a version of the Python environment.yml pins (its patch number is the
+    one field that depends on the machine; the students' lab matches it)?"""
+    notebook = nbformat.read(REPO / path, as_version=nbformat.NO_CONVERT)
+    metadata = kernel_metadata()
+    assert metadata is not None, "the environment's python3 kernel runs this Python"
+    assert notebook.metadata.get("kernelspec") == metadata["kernelspec"]
+    language = dict(notebook.metadata.get("language_info", {}))
+    version = language.pop("version", "")
+    assert language == {k: v for k, v in metadata["language_info"].items() if k != "version"}
+    assert re.fullmatch(re.escape(course_python()) + r"\.\d+", version), version

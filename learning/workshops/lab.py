@@ -11,10 +11,12 @@ changes, so an instructor's `jupyter lab` keeps them.
 
 JupyterLab rewrites a notebook's kernel metadata (kernelspec, language_info) to what its
 kernel reports as it opens, and marks the notebook modified when that differs in any field,
-the Python version's patch number included: every notebook handed out would open with the
-unsaved-changes mark. So before starting, this command gives the notebooks in the folder it
-serves (down to `DEPTH`) that use the `python3` kernel the metadata that kernel reports, when
-that kernel is this Python; cells are not touched.
+the Python version's patch number included. The course's notebooks carry what the kernel of
+the course's environment reports (tests/test_lab.py checks every field but that patch number),
+so on that Python they open unmodified even in a plain `jupyter lab`, and on another they
+would not. So before starting, this command gives the notebooks in the folder it serves (down to
+`DEPTH`) that use the `python3` kernel the metadata that kernel reports, when that kernel is
+this Python; cells are not touched.
 """
 
 from __future__ import annotations
@@ -30,10 +32,12 @@ from pathlib import Path
 INSTRUCTOR_PLUGINS = (
     "@jupyter/nbgrader:create-assignment",
     "@jupyter/nbgrader:course-list",
+    "@jupyter/nbgrader:formgrader",
     "@jupyter/nbgrader:menu",
 )
-"""nbgrader's JupyterLab plugins for instructors; students keep assignment-list and
-validate-assignment."""
+"""nbgrader's JupyterLab plugins for instructors (the formgrader's opens its tab from a
+`?formgrader=true` address, onto a server extension this lab does not load); students keep
+assignment-list and validate-assignment."""
 INSTRUCTOR_SERVER_EXTENSIONS = (
     "nbgrader.server_extensions.formgrader",
     "nbgrader.server_extensions.course_list",
