@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import sys
 import warnings
+from pathlib import Path
 
+import nbformat
 import pytest
 
 from grader import zoo
 from grader.reference import strided_softmax
 from learning.workshops.checking.cases import PUBLIC_CASES, suite
 from learning.workshops.checking.hints import MESSAGES
+from learning.workshops.notebook import pictures, testing
 from learning.workshops.notebook.contracts import default_device
 from learning.workshops.notebook.testing import expect_cases, quiet
 
@@ -141,3 +145,113 @@ def test_expect_cases_keeps_the_functions_stderr_off_the_cell(tmp_path, capfd):
 
     expect_cases(noisy, "strided_softmax", ["transpose"])
     assert capfd.readouterr().err == ""
+
+
+# --- the smallest failing view's picture, in a kernel ---------------------------------
+
+SHOWN_VIEW = "smallest failing view: (2, 2), strides (1, 2)\n"
+"""The picture's title for the column-stride bug's smallest failing view (a 2x2 transpose)."""
+
+
+@pytest.fixture
+def kernel(monkeypatch):
+    """A fake kernel: expect_cases believes it runs in one; `shown` lists what it displayed
+    (PNG bytes and plain text) and `drawn` the figures draw_view made."""
+    shown, drawn = [], []
+    real_draw = pictures.draw_view
+
+    def draw(*args, **kwargs):
+        drawn.append(real_draw(*args, **kwargs))
+        return drawn[-1]
+
+    monkeypatch.setattr(testing, "in_kernel", lambda: True)
+    monkeypatch.setattr(testing, "display_png", lambda png, text: shown.append((png, text)))
+    monkeypatch.setattr(pictures, "draw_view", draw)
+    monkeypatch.setattr(testing.secrets, "randbelow", lambda n: 20240611)  # one seed, two runs
+    return shown, drawn
+
+
+def failure_text(fn) -> str:
+    """expect_cases' failure for `fn` on two cases, its search's seconds left out."""
+    with pytest.raises(AssertionError) as info:
+        expect_cases(fn, "strided_softmax", ["contiguous", "transpose"])
+    return re.sub(r"runs in [0-9.]+ s", "runs in ? s", str(info.value))
+
+
+def test_a_failure_in_a_kernel_shows_one_picture_of_the_smallest_view(
+    tmp_path, kernel, monkeypatch, capfd
+):
+    """In a kernel, does a failure display one PNG titled with the smallest failing view, its
+    figure drawn by draw_view, and raise the same error as outside one, with no stderr?"""
+    shown, drawn = kernel
+    fn = buggy("ignores-column-stride", tmp_path)
+    in_kernel = failure_text(fn)
+    assert len(shown) == 1 and len(drawn) == 1
+    png, text = shown[0]
+    assert png.startswith(b"\x89PNG\r\n\x1a\n")
+    assert text.startswith(SHOWN_VIEW) and "fails like case transpose (values)" in text
+    grid = next(ax for ax in drawn[0].axes if ax.get_label() == "grid")
+    assert grid.get_title(loc="left").startswith(text + "\nshape (2, 2)   stride (1, 2)")
+    monkeypatch.setattr(testing, "in_kernel", lambda: False)  # the same failure, no kernel
+    assert failure_text(fn) == in_kernel
+    assert len(shown) == 1 and len(drawn) == 1  # outside a kernel nothing is even drawn
+    assert capfd.readouterr().err == ""
+
+
+def test_nothing_is_shown_while_nbgrader_grades(tmp_path, kernel, monkeypatch):
+    """While nbgrader executes the notebook, is no picture drawn, even in a kernel?"""
+    monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
+    monkeypatch.chdir(tmp_path)  # the hints sidecar it writes
+    with pytest.raises(AssertionError):
+        expect_cases(buggy("ignores-column-stride", tmp_path), "strided_softmax", ["transpose"])
+    assert kernel == ([], [])
+
+
+def test_a_picture_that_fails_to_draw_leaves_the_error_alone(tmp_path, kernel, monkeypatch, capfd):
+    """When drawing raises (and warns), is the test's error raised all the same, nothing
+    displayed and nothing written to stderr?"""
+
+    def broken(*args, **kwargs):
+        warnings.warn("a matplotlib warning", UserWarning, stacklevel=1)
+        raise RuntimeError("no picture today")
+
+    monkeypatch.setattr(pictures, "draw_view", broken)
+    text = failure_text(buggy("ignores-column-stride", tmp_path))
+    assert "Smallest failing view (from case transpose" in text
+    assert kernel[0] == []
+    assert capfd.readouterr().err == ""
+
+
+def test_pytest_is_not_a_kernel():
+    """Outside a Jupyter kernel (here, pytest) does in_kernel say no?"""
+    assert testing.in_kernel() is False
+
+
+KERNEL_CELLS = [
+    f"import sys\nsys.path.insert(0, {str(Path(__file__).resolve().parents[1])!r})",
+    "from learning.workshops.notebook.contracts import select_mode\n"
+    "select_mode(verbose=False)\n"
+    "from learning.workshops.notebook.testing import expect_cases\n"
+    "from ignores_column_stride import strided_softmax",
+    'expect_cases(strided_softmax, "strided_softmax", ["contiguous", "transpose"])',
+]
+"""A notebook whose last cell is a visible test that the column-stride bug fails."""
+
+
+def test_a_failing_cell_in_a_real_kernel_shows_the_picture_then_the_error(tmp_path, monkeypatch):
+    """Run in a real ipykernel (no %matplotlib inline, MPLBACKEND=Agg inherited), does the
+    failing cell's output hold one image/png display, then the AssertionError, and no stderr?"""
+    from learning.workshops.checking.notebook_runner import execute
+
+    monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
+    buggy("ignores-column-stride", tmp_path)
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in KERNEL_CELLS])
+    execute(nb, tmp_path, 120, 60)
+    assert [o.output_type for c in nb.cells[:2] for o in c.outputs] == []
+    outputs = nb.cells[2].outputs
+    assert [o.output_type for o in outputs] == ["display_data", "error"]
+    picture, error = outputs
+    assert picture.data["text/plain"].startswith(SHOWN_VIEW)
+    assert picture.data["image/png"]  # base64 PNG
+    assert error.ename == "AssertionError"
+    assert "Smallest failing view (from case transpose" in error.evalue

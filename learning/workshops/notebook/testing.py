@@ -27,8 +27,8 @@ from learning.workshops.checking.faults import (
 )
 from learning.workshops.checking.hints import diagnose
 from learning.workshops.checking.shrink import (
+    Shrunk,
     build_view,
-    picture_title,
     report_lines,
     shrink,
     starting_case,
@@ -190,19 +190,58 @@ def with_smallest_failing(
     start = starting_case(cases, results, diagnose(results))
     if start is None:
         return error
-    from learning.workshops.notebook.pictures import draw_view  # matplotlib, only when drawing
-
     shrunk = shrink(lambda batch: run_cases(fn, op, batch, seed), *start)
-    show(draw_view(build_view(shrunk.case, seed), picture_title(shrunk)))
-    return AssertionError("\n".join([str(error), *report_lines(shrunk, seed)]))
+    error = AssertionError("\n".join([str(error), *report_lines(shrunk, seed)]))
+    if in_kernel():
+        show_failing_view(shrunk, seed)
+    return error
 
 
-def show(figure) -> None:
-    """Show `figure` below the running cell (in IPython; elsewhere nothing)."""
+def failing_view_title(shrunk: Shrunk) -> str:
+    """The picture's title: which view it is, and why it is drawn."""
+    g = shrunk.case.geometry
+    what = f"smallest failing view: {(g.rows, g.cols)}, strides {g.strides}"
+    if g.offset:
+        what += f", offset {g.offset}"
+    if shrunk.case.dtype != "float32":
+        what += f", {shrunk.case.dtype}"
+    why = f"fails like case {shrunk.start.name} ({shrunk.failure}); the error below says how"
+    return f"{what}\n{why}"
+
+
+def in_kernel() -> bool:
+    """Whether this runs in a Jupyter kernel (IPython imported by ipykernel), not in plain
+    Python, a terminal IPython or the `check` command."""
+    if "IPython" not in sys.modules:  # never import IPython just to ask
+        return False
     try:
         from IPython import get_ipython
-        from IPython.display import display
-    except ImportError:
-        return
-    if get_ipython() is not None:
-        display(figure)
+
+        return getattr(get_ipython(), "kernel", None) is not None
+    except Exception:
+        return False
+
+
+def show_failing_view(shrunk: Shrunk, seed: int) -> None:
+    """Show the address explorer's picture (`draw_view`) of the smallest failing view below
+    the running cell, as one PNG rendered here: with or without `%matplotlib inline`, and
+    nothing on stderr. draw_view's Figure is not pyplot's, so none stays open to pile up.
+    A failure to draw is swallowed: the picture is a help, and the cell's error comes next."""
+    try:
+        with quiet():  # matplotlib's warnings (and font-cache notes) stay off the cell
+            from learning.workshops.notebook.pictures import draw_view  # matplotlib: here only
+
+            title = failing_view_title(shrunk)
+            figure = draw_view(build_view(shrunk.case, seed), title)
+            png = io.BytesIO()
+            figure.savefig(png, format="png", bbox_inches="tight", pad_inches=0.2)
+            display_png(png.getvalue(), title)
+    except Exception:  # noqa: BLE001 - never in the way of the test's own error
+        pass
+
+
+def display_png(png: bytes, text: str) -> None:
+    """Send `png` to the front end as the cell's display output, `text` its plain form."""
+    from IPython.display import display
+
+    display({"image/png": png, "text/plain": text}, raw=True)
