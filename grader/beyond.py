@@ -6,32 +6,34 @@ the storage and each fp32 load uses 4 bytes of a 32-byte sector: on an H200 it r
 25% of the copy roof. Here a program holds a tile of ROWS x BLOCK_N elements, and the launch
 picks the tile from the strides (`plan`):
 
-- rows contiguous (stride(1) == 1): row-major tiles of whole rows, as few rows as give every
-  thread one 16-byte load (one row from 512 fp32 columns up at 4 warps);
-- transposed-like (stride(0) == 1, stride(1) != 1): 16 to 32 fp32 rows (32 to 64 half rows),
-  so each column of the tile is 64 to 128 contiguous bytes, two sectors to a whole line; as
-  many as still let a whole row fit in the tile, else 16;
-- anything else (column stride 2, stride 0, offsets): the row-major tiles, correct for any
-  strides.
+- rows contiguous (stride(1) == 1), or any other strides (column stride 2, stride 0): tiles of
+  whole rows along the columns, as few rows as give every thread one 16-byte load, up to
+  WHOLE_ROW columns (more warps for the widest, at most 64 values a thread); wider rows loop
+  over column chunks with an online softmax (`softmax_chunks_kernel`);
+- transposed-like (stride(0) == 1, stride(1) != 1) and narrow enough that a tile of 16 bytes
+  of each column holds whole rows: one tile of TRANSPOSED_TILE elements, 16 to 128 bytes of
+  each column, so the lanes run down the columns;
+- transposed-like and wider: the row is split across programs (`plan.splits`). A first
+  kernel reduces each program's 128-byte-tall block of its column span to a running max and
+  sum; a second combines a row's partial sums and writes exp(x - max) / sum, reading the
+  block again. Split rows keep SPLIT_PROGRAMS programs in flight even when a view has few
+  rows (2048 rows in blocks of 32 are only 64 programs), and the second kernel runs its
+  programs and chunks in reverse, so that it starts on the blocks the first read last,
+  still in L2.
 
 The kernel text is the same in both orientations. Triton specializes a stride of 1 to a
 constant, learns from it which axis of the pointer tile is contiguous, and orders each load's
 lanes along that axis; what the launch must get right is that a program holds enough rows for
-that axis to have length. The prototype that did so reached 55-88% of the roof. Compiled for
-sm_90 ahead of time (Triton 3.9, no GPU), both orientations load with `ld.global.v4.b32`.
+that axis to have length.
 
-A tile holds ELEMENTS_PER_THREAD = 32 values per thread (4096 elements at 4 warps). Compiled
-for sm_90 by ptxas, the tiles `plan` picks for the benchmark's shapes take 31-80 registers a
-thread, none spilled; 8192-element tiles at 4 warps took 96-204, one with a stack spill.
-
-Rows wider than a tile loop over column chunks with an online softmax. Pass 1 keeps a running
-max m and sum s per row, s = s * exp(m_old - m_new) + sum(exp(x - m_new)); pass 2 reads the row
-again and writes exp(x - m) / s. That moves 3 x M x N x size bytes for 2 x M x N x size
-logical ones, so when the rows the resident programs hold exceed L2 (about 50 MB on an H200;
-16 rows of a 4096-wide fp32 view are 256 KiB a program, times several programs on each of 132
-SMs) the second read comes from DRAM and the kernel can reach at most 2/3 of the roof. When
-they fit (65536x512 at 4 warps: 32 KiB a program) the second read should hit L2: the H200 run
-will say. Fewer rows make a smaller working set, so a looping transposed view gets 16, not 32.
+A row read twice (the chunk loop, the split pair) moves 3 x M x N x size bytes for
+2 x M x N x size logical ones: when the second read comes from DRAM the kernel can reach at
+most 2/3 of the roof, and only what the L2 (about 50 MB on an H200) still holds beats that.
+The sizes are those that were fastest in sweeps on an H200 (fp32, L2 flushed, against a
+device copy): 32 x 512 tiles at 92% of the roof for a 65536x512 transpose, 16 x 1024 at 78%
+for 16384x1000, 4 x 4096 at 62-63% for 4096x4096 (split rows: 58%), split rows at 59% for a
+2048x16384 transpose (the chunk loop: 43%; single tiles of 2 x 16384: 58%), whole
+16384-column rows at 95-99% for contiguous rows.
 """
 
 from dataclasses import dataclass
@@ -45,14 +47,25 @@ from learning.workshops.notebook.contracts import device_context, matrix, select
 select_mode(verbose=False)
 
 ELEMENTS_PER_THREAD = 32
-"""Values of one tile per thread: a tile holds at most 32 x 32 x num_warps elements."""
+"""Values of a row-major chunk per thread when rows loop: 32 x 32 x num_warps elements."""
+MOST_PER_THREAD = 64
+"""The most values of a whole-row tile per thread: wider tiles get more warps."""
 VECTOR_BYTES = 16
 """The widest load a thread makes: row-major tiles take enough rows to give each thread one."""
-RUN_BYTES = (64, 128)
-"""Contiguous bytes a transposed view's tile takes from each column: two 32-byte sectors at
-least, one 128-byte line at most."""
-MAX_BLOCK_N = 4096
-"""The widest tile; wider rows loop over column chunks."""
+RUN_BYTES = (16, 128)
+"""Contiguous bytes a transposed view's tile takes from each column: half a 32-byte sector at
+least (4 x 4096 fp32 was fastest for a 4096x4096 transpose), one 128-byte line at most."""
+TRANSPOSED_TILE = 16384
+"""Elements of a transposed view's single tile (32 x 512 fp32 was fastest at 4 warps)."""
+TILE_PER_THREAD = 128
+"""The most values of a transposed view's tile per thread: fewer warps get more."""
+WHOLE_ROW = 16384
+"""The widest row-major tile; wider rows loop over column chunks."""
+MAX_BLOCK_N = WHOLE_ROW
+SPLIT_BLOCK_N = 128
+"""Columns of each chunk of a split row (32 fp32 rows x 128 columns: 32 values a thread)."""
+SPLIT_PROGRAMS = 4096
+"""Programs a split launch aims for: many per SM, whatever the number of rows."""
 ROW_MAJOR, COLUMN_MAJOR = "columns", "rows"
 """The axis neighbouring lanes follow: along a row (contiguous rows) or down a column."""
 
@@ -60,34 +73,54 @@ ROW_MAJOR, COLUMN_MAJOR = "columns", "rows"
 @dataclass(frozen=True)
 class Plan:
     """How one launch tiles the view: `rows` per program, `block_n` columns per tile, the axis
-    neighbouring lanes follow, and whether a row takes several tiles (the online softmax)."""
+    neighbouring lanes follow, whether a row takes several tiles (`loop`), the programs a row
+    is split across (`splits`, each `span` columns) and the warps a program gets."""
 
     rows: int
     block_n: int
     lanes_along: str
     loop: bool
+    splits: int = 1
+    span: int = 0
+    num_warps: int = 4
 
 
 def plan(x: torch.Tensor, num_warps: int = 4, max_block_n: int = MAX_BLOCK_N) -> Plan:
-    """The tile for the 2-D view `x`, from its shape, strides and element size."""
+    """The tile for the 2-D view `x`, from its shape, strides and element size; `max_block_n`
+    caps a tile's width (tests force the loops with a small one)."""
     if max_block_n < 1 or max_block_n & (max_block_n - 1):
         raise ValueError(f"max_block_n must be a power of two, got {max_block_n}; try 4096.")
     m, n = x.shape
-    threads = 32 * num_warps
-    budget = ELEMENTS_PER_THREAD * threads
-    width = min(triton.next_power_of_2(n), max_block_n)
+    width = triton.next_power_of_2(n)
     all_rows = triton.next_power_of_2(max(m, 1))
     if x.stride(0) == 1 and x.stride(1) != 1:
-        fewest, most = (max(1, size // x.element_size()) for size in RUN_BYTES)
-        rows = min(max(fewest, min(most, budget // width)), all_rows)
-        block_n = min(width, max(1, budget // rows))
-        lanes_along = COLUMN_MAJOR
-    else:
-        block_n = min(width, budget)
-        vector = max(1, VECTOR_BYTES // x.element_size())
-        rows = min(max(1, vector * threads // block_n), all_rows)
-        lanes_along = ROW_MAJOR
-    return Plan(rows, block_n, lanes_along, loop=block_n < n)
+        return _column_major(m, n, x.element_size(), all_rows, num_warps, max_block_n)
+    threads = 32 * num_warps
+    block_n = width if width <= max_block_n else min(max_block_n, ELEMENTS_PER_THREAD * threads)
+    rows = min(max(1, VECTOR_BYTES // x.element_size() * threads // block_n), all_rows)
+    if block_n < n:
+        return Plan(rows, block_n, ROW_MAJOR, True, num_warps=num_warps)
+    needed = rows * block_n // MOST_PER_THREAD // 32
+    return Plan(rows, block_n, ROW_MAJOR, False, num_warps=min(32, max(num_warps, needed)))
+
+
+def _column_major(m, n, size, all_rows, num_warps, max_block_n) -> Plan:
+    """A transposed-like view's plan: one tile of whole rows when 16 bytes of each column
+    fit, else rows split across programs in 128-byte-tall blocks."""
+    fewest, most = (max(1, run // size) for run in RUN_BYTES)
+    width = triton.next_power_of_2(n)
+    if width <= max_block_n and fewest * width <= TRANSPOSED_TILE:
+        rows = min(max(fewest, min(most, TRANSPOSED_TILE // width)), all_rows)
+        needed = rows * width // TILE_PER_THREAD // 32
+        return Plan(rows, width, COLUMN_MAJOR, False, num_warps=min(32, max(num_warps, needed)))
+    rows = min(most, all_rows)
+    block_n = min(SPLIT_BLOCK_N, max_block_n, width)
+    chunks = triton.cdiv(n, block_n)
+    wanted = triton.cdiv(SPLIT_PROGRAMS, triton.cdiv(m, rows))
+    span = triton.cdiv(chunks, min(max(wanted, 1), chunks, 65535)) * block_n
+    splits = triton.cdiv(n, span)
+    needed = rows * block_n // ELEMENTS_PER_THREAD // 32
+    return Plan(rows, block_n, COLUMN_MAJOR, True, splits, span, min(32, max(num_warps, needed)))
 
 
 @triton.jit
@@ -121,13 +154,72 @@ def softmax_chunks_kernel(X, Y, M, N, SR, SC, ROWS: tl.constexpr, BLOCK_N: tl.co
     total = tl.zeros([ROWS], tl.float32)
     for start in tl.range(0, N, BLOCK_N):
         x, _ = load_tile(X, rows, start + chunk, M, N, SR, SC)
-        new_top = tl.maximum(top, tl.max(x, axis=1))
-        # While a row has seen only -inf, shift by 0: exp(-inf - -inf) would be NaN.
-        shift = tl.where(new_top == -float("inf"), 0.0, new_top)
-        total = total * tl.exp(top - shift) + tl.sum(tl.exp(x - shift[:, None]), axis=1)
-        top = new_top
+        top, total = online_step(top, total, x)
     for start in tl.range(0, N, BLOCK_N):
         cols = start + chunk
+        x, mask = load_tile(X, rows, cols, M, N, SR, SC)
+        y = tl.exp(x - top[:, None]) / total[:, None]
+        tl.store(Y + rows[:, None] * N + cols[None, :], y.to(Y.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def online_step(top, total, x):
+    # Fold a tile into each row's running max and sum. While a row has seen only -inf, shift
+    # by 0: exp(-inf - -inf) would be NaN.
+    new_top = tl.maximum(top, tl.max(x, axis=1))
+    shift = tl.where(new_top == -float("inf"), 0.0, new_top)
+    return new_top, total * tl.exp(top - shift) + tl.sum(tl.exp(x - shift[:, None]), axis=1)
+
+
+@triton.jit
+def row_stats_kernel(X, TOP, TOTAL, M, N, SR, SC, SPAN, ROWS: tl.constexpr, BLOCK_N: tl.constexpr):
+    # Program (i, j) reduces rows i*ROWS .. i*ROWS + ROWS - 1 over columns j*SPAN .. (j+1)*SPAN
+    # - 1 to a running max and sum, stored at TOP[j, rows] and TOTAL[j, rows].
+    rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
+    first = tl.program_id(1) * SPAN
+    chunk = tl.arange(0, BLOCK_N)
+    top = tl.full([ROWS], -float("inf"), tl.float32)
+    total = tl.zeros([ROWS], tl.float32)
+    for start in tl.range(first, first + SPAN, BLOCK_N):
+        x, _ = load_tile(X, rows, start + chunk, M, N, SR, SC)
+        top, total = online_step(top, total, x)
+    at = tl.program_id(1) * M + rows
+    tl.store(TOP + at, top, mask=rows < M)
+    tl.store(TOTAL + at, total, mask=rows < M)
+
+
+@triton.jit
+def normalize_kernel(
+    X,
+    Y,
+    TOP,
+    TOTAL,
+    M,
+    N,
+    SR,
+    SC,
+    SPAN,
+    SPLITS,
+    ROWS: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    SPLITS_P2: tl.constexpr,
+):
+    # Programs and chunks in the reverse of row_stats_kernel's order, so the first tiles read
+    # are those it read last. Each combines its rows' partial sums, then writes its span.
+    block = tl.num_programs(0) - 1 - tl.program_id(0)
+    part = tl.num_programs(1) - 1 - tl.program_id(1)
+    rows = block.to(tl.int64) * ROWS + tl.arange(0, ROWS)
+    splits = tl.arange(0, SPLITS_P2)
+    at = splits[:, None] * M + rows[None, :]
+    held = (splits[:, None] < SPLITS) & (rows[None, :] < M)
+    tops = tl.load(TOP + at, mask=held, other=-float("inf"))
+    top = tl.max(tops, axis=0)
+    shift = tl.where(top == -float("inf"), 0.0, top)
+    total = tl.sum(tl.load(TOTAL + at, mask=held, other=0.0) * tl.exp(tops - shift[None, :]), 0)
+    chunk = tl.arange(0, BLOCK_N)
+    last = part * SPAN + SPAN - BLOCK_N
+    for back in tl.range(0, SPAN, BLOCK_N):
+        cols = last - back + chunk
         x, mask = load_tile(X, rows, cols, M, N, SR, SC)
         y = tl.exp(x - top[:, None]) / total[:, None]
         tl.store(Y + rows[:, None] * N + cols[None, :], y.to(Y.dtype.element_ty), mask=mask)
@@ -141,18 +233,20 @@ def strided_softmax(x, num_warps=4, *, max_block_n=MAX_BLOCK_N):
     if M == 0:
         return y
     tiles = plan(x, num_warps, max_block_n)
-    kernel = softmax_chunks_kernel if tiles.loop else softmax_tile_kernel
-    grid = (triton.cdiv(M, tiles.rows),)  # axis 0: axes 1 and 2 stop at 65535 programs
+    shape = dict(ROWS=tiles.rows, BLOCK_N=tiles.block_n, num_warps=tiles.num_warps)
+    row_blocks = triton.cdiv(M, tiles.rows)  # grid axis 0: axes 1 and 2 stop at 65535 programs
+    strides = (M, N, x.stride(0), x.stride(1))
     with device_context(x):
-        kernel[grid](
-            x,
-            y,
-            M,
-            N,
-            x.stride(0),
-            x.stride(1),
-            ROWS=tiles.rows,
-            BLOCK_N=tiles.block_n,
-            num_warps=num_warps,
-        )
+        if tiles.splits > 1:
+            top = torch.empty((tiles.splits, M), dtype=torch.float32, device=x.device)
+            total = torch.empty_like(top)
+            grid = (row_blocks, tiles.splits)
+            row_stats_kernel[grid](x, top, total, *strides, tiles.span, **shape)
+            splits_p2 = triton.next_power_of_2(tiles.splits)
+            normalize_kernel[grid](
+                x, y, top, total, *strides, tiles.span, tiles.splits, SPLITS_P2=splits_p2, **shape
+            )
+        else:
+            kernel = softmax_chunks_kernel if tiles.loop else softmax_tile_kernel
+            kernel[(row_blocks,)](x, y, *strides, **shape)
     return y

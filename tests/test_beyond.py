@@ -11,7 +11,14 @@ import pytest
 import torch
 import triton
 
-from grader.beyond import COLUMN_MAJOR, MAX_BLOCK_N, ROW_MAJOR, Plan, plan, strided_softmax
+from grader.beyond import (
+    COLUMN_MAJOR,
+    ROW_MAJOR,
+    SPLIT_PROGRAMS,
+    Plan,
+    plan,
+    strided_softmax,
+)
 from grader.grading.hidden import Draw, hidden_cases
 from learning.workshops.checking.cases import Case, CaseResult, suite
 from learning.workshops.checking.hints import diagnose
@@ -91,18 +98,30 @@ def test_contiguous_rows_get_row_major_tiles_of_few_rows():
 
 
 def test_transposed_view_gets_many_rows_per_tile():
-    """Does a transposed view get tiles of 16 to 32 fp32 rows, so lanes run down columns?"""
+    """Does a transposed view get one tile of 4 to 32 fp32 rows, so lanes run down columns?"""
     assert plan(view("transpose", 4096, 100)) == Plan(32, 128, COLUMN_MAJOR, loop=False)
     assert plan(view("transpose", 65536, 512), num_warps=8) == Plan(
-        16, 512, COLUMN_MAJOR, loop=False
+        32, 512, COLUMN_MAJOR, loop=False, num_warps=8
     )
-    assert plan(view("transpose", 4096, 4096)) == Plan(16, 256, COLUMN_MAJOR, loop=True)
+    assert plan(view("transpose", 16384, 1000)) == Plan(16, 1024, COLUMN_MAJOR, loop=False)
+    assert plan(view("transpose", 4096, 4096)) == Plan(4, 4096, COLUMN_MAJOR, loop=False)
+
+
+def test_wide_transposed_rows_are_split_across_programs():
+    """Is a transposed row too wide for 16 bytes of each column split into spans of 128-column
+    chunks, in 32-row blocks, about SPLIT_PROGRAMS programs in all?"""
+    tiles = plan(view("transpose", 2048, 16384))
+    assert tiles == Plan(32, 128, COLUMN_MAJOR, True, splits=64, span=256)
+    assert triton.cdiv(2048, tiles.rows) * tiles.splits == SPLIT_PROGRAMS
+    assert plan(view("transpose", 3, 1000), max_block_n=16) == Plan(
+        4, 16, COLUMN_MAJOR, True, splits=63, span=16
+    )
 
 
 def test_half_precision_transpose_takes_twice_the_rows():
     """Are the column runs counted in bytes: 32 to 64 rows of a float16 transpose?"""
     assert plan(view("transpose", 4096, 50, torch.float16)).rows == 64
-    assert plan(view("transpose", 4096, 4096, torch.float16)).rows == 32
+    assert plan(view("transpose", 4096, 8192, torch.float16)).rows == 64
 
 
 def test_few_rows_cap_the_tile_height():
@@ -118,19 +137,23 @@ def test_sliced_view_gets_row_major_tiles():
 
 
 def test_very_wide_rows_loop_over_column_chunks():
-    """Does a row wider than the tile cap loop, in either orientation?"""
-    assert plan(view("contiguous", 2048, 16384)) == Plan(1, MAX_BLOCK_N, ROW_MAJOR, loop=True)
-    assert plan(view("transpose", 2048, 16384)).loop
+    """Does a contiguous row up to 16384 columns take one tile, with the warps that keep it
+    at 64 values a thread, and a wider one loop over chunks?"""
+    assert plan(view("contiguous", 2048, 16384)) == Plan(1, 16384, ROW_MAJOR, False, num_warps=8)
+    assert plan(view("contiguous", 2048, 65536)) == Plan(1, 4096, ROW_MAJOR, loop=True)
     assert plan(view("contiguous", 4, 100), max_block_n=16) == Plan(4, 16, ROW_MAJOR, loop=True)
 
 
 @pytest.mark.parametrize("num_warps", [1, 4, 8, 32])
 @pytest.mark.parametrize("layout", ["contiguous", "transpose", "slice"])
 def test_tiles_stay_within_the_register_budget(layout, num_warps):
-    """Does every tile hold at most 32 values per thread, in powers of two?"""
+    """Does every tile hold at most 128 values per thread (32 when it loops), in powers of
+    two, with at least the warps asked for?"""
     for rows, cols in ((1, 1), (7, 5), (3, 1000), (4096, 4096), (65536, 512), (2048, 65536)):
         tiles = plan(view(layout, rows, cols), num_warps)
-        assert tiles.rows * tiles.block_n <= 32 * 32 * num_warps
+        per_thread = 32 if tiles.loop else 128
+        assert tiles.rows * tiles.block_n <= per_thread * 32 * tiles.num_warps
+        assert tiles.num_warps >= num_warps
         assert triton.next_power_of_2(tiles.rows) == tiles.rows
         assert triton.next_power_of_2(tiles.block_n) == tiles.block_n
         assert tiles.loop == (tiles.block_n < cols)
@@ -147,7 +170,8 @@ def test_tile_cap_must_be_a_power_of_two():
 
 @pytest.mark.parametrize("layout", ["contiguous", "transpose"])
 def test_one_launch_of_cdiv_programs_on_axis_zero(layout):
-    """Is there one launch, with cdiv(M, rows) programs on grid axis 0 only?"""
+    """Is there one launch, with cdiv(M, rows) programs on grid axis 0 only, and when rows
+    are split, a launch of the stats and one of the normalisation over the same grid?"""
     x = torch.randn(70, 20) if layout == "contiguous" else torch.randn(20, 70).t()
     with count_launches() as log:
         strided_softmax(x)
@@ -155,7 +179,15 @@ def test_one_launch_of_cdiv_programs_on_axis_zero(layout):
     assert log.launches[0].kernel == "softmax_tile_kernel"
     with count_launches() as log:
         LOOPING(x)
-    assert [launch.kernel for launch in log.launches] == ["softmax_chunks_kernel"]
+    if layout == "contiguous":
+        assert [launch.kernel for launch in log.launches] == ["softmax_chunks_kernel"]
+    else:
+        tiles = plan(x, max_block_n=16)
+        grid = (triton.cdiv(70, tiles.rows), tiles.splits)
+        assert [(launch.kernel, launch.grid) for launch in log.launches] == [
+            ("row_stats_kernel", grid),
+            ("normalize_kernel", grid),
+        ]
 
 
 def extreme_rows(rows: int, cols: int) -> torch.Tensor:
