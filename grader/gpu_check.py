@@ -284,6 +284,9 @@ def shards(out: Path) -> list[str]:
         f"{min(took.values()):.0f}-{max(took.values()):.0f} s",
     ]
     lines += [f"  {s:<28} {totals.get(s, 0):>5g} points, {took.get(s, 0):.0f} s" for s in took]
+    ungraded = [f"{m.student} ({m.kind})" for m in members if m.student not in took]
+    if ungraded:  # the crasher fails by design (a shard with it exits 1); no-submission has none
+        lines.append(f"  not graded: {', '.join(ungraded)}")
     return lines
 
 
