@@ -472,3 +472,36 @@ def test_cli_draws_backward_png_for_a_backward_run(tmp_path, capsys):
     assert [p.name for p in (tmp_path / "plots").iterdir()] == ["backward.png"]
     assert (tmp_path / "plots" / "backward.png").read_bytes().startswith(PNG_MAGIC)
     assert capsys.readouterr().out == f"wrote {tmp_path / 'plots' / 'backward.png'}\n"
+
+
+def test_roof_table_of_the_recorded_beyond_run():
+    """Does the beyond section's table give each variant's best num_warps as a share of the
+    fastest roof of its shape, blank where a variant was not timed (copy on contiguous)?"""
+    from learning.workshops.measuring.results import H200_BEYOND
+    from learning.workshops.plots import roof_table
+
+    results = load(H200_BEYOND)
+    table = roof_table(results).splitlines()
+    assert table[1].split() == [
+        "shape",
+        "layout",
+        "direct",
+        "copy",
+        "layout-aware",
+        "torch_softmax",
+    ]
+    row = next(line for line in table if line.startswith("4096x4096   transpose"))
+    best = max(
+        r.gbps_logical
+        for r in results.rows
+        if (r.variant, r.shape, r.layout, r.mode)
+        == ("layout-aware", "4096x4096", "transpose", "cold")
+    )
+    roof = max(
+        r.gbps_logical
+        for r in results.rows
+        if (r.variant, r.shape, r.mode) == ("roof", "4096x4096", "cold")
+    )
+    assert row.split()[4] == f"{best / roof:.0%}"
+    contiguous = next(line for line in table if line.startswith("4096x4096   contiguous"))
+    assert len(contiguous.split()) == 5  # no copy-first bar on contiguous rows

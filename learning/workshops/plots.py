@@ -28,6 +28,7 @@ from learning.workshops.measuring.results import (
     BACKWARD,
     FORWARD,
     LAYOUT_AWARE,
+    LAYOUTS,
     Results,
     ResultsError,
     Row,
@@ -234,6 +235,28 @@ PLOTS = {
     BACKWARD: (("backward.png", plot_backward),),
 }
 """The plots of each op's results, by file name."""
+
+
+def roof_table(results: Results, mode: str = "cold") -> str:
+    """Each variant's share of the roof for every shape and layout of a forward run, its best
+    num_warps: the table the notebook's beyond section reads."""
+    variants = [v for v in _ordered(r.variant for r in results.rows) if v != "roof"]
+    lines = [f"{results.device}, {results.dtype}, {mode}: % of the roof (a plain device copy)"]
+    lines.append(f"{'shape':<12}{'layout':<12}" + "".join(f"{v:>15}" for v in variants))
+    for shape in _ordered(r.shape for r in results.rows):
+        roof = _roof(results, shape, mode)
+        for layout in LAYOUTS:
+            cells = []
+            for variant in variants:
+                row = _best(results, shape, layout, mode, variant)
+                share = (
+                    ""
+                    if row is None or roof is None
+                    else f"{row.gbps_logical / roof.gbps_logical:.0%}"
+                )
+                cells.append(f"{share:>15}")
+            lines.append(f"{shape:<12}{layout:<12}" + "".join(cells))
+    return "\n".join(lines)
 
 
 def save_plots(results: Results, folder: Path | str) -> list[Path]:
