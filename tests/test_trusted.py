@@ -119,3 +119,46 @@ def test_what_the_sandbox_cuts_out_is_what_gets_graded():
     assert trusted.hidden_checks(trusted.hidden_region(source)) == [
         ("expect_hidden", ["copy_rows"], {})
     ]
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap (bwrap)")
+def test_checks_shared_between_two_children_run_as_in_one():
+    """With the hidden checks shared out between two sandboxed children, does every check run
+    ahead, with the same verdicts as in one child, for a submission with a bug?"""
+    from grader.course import ASSIGNMENT, NOTEBOOK, REPO
+    from grader.zoo import BUGS, apply
+
+    bug = next(b for b in BUGS if b.name == "ignores-column-stride")
+    nb = nbformat.read(REPO / "source" / ASSIGNMENT / NOTEBOOK, as_version=4)
+    optional = {"hidden_inplace", "hidden_backward"}  # fewer checks, the same sharing
+    nb.cells = [
+        c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") not in optional
+    ]
+    for cell in nb.cells:
+        if cell.cell_type == "code" and cell.metadata.get("nbgrader", {}).get("solution"):
+            cell.source = apply(cell.source, bug.edits, skip_absent=True)
+    verdicts, lanes = {}, {}
+    for children in (1, 2):
+        ahead = trusted.ChecksAhead(nb, Draw("a secret", "ada"), children)
+        try:
+            runner = ahead.runner()
+            lanes[children] = len(ahead._lanes)
+            verdicts[children] = {
+                key: [(r.name, r.passed) for r in run.results]
+                if hasattr(run, "results")
+                else run[0]
+                for key, run in runner.done.items()
+            }
+            assert all(ran_ahead for _, ran_ahead in runner.took.values())
+        finally:
+            ahead.close()
+    assert lanes == {1: 1, 2: 2}
+    assert verdicts[1] == verdicts[2]
+    assert set(verdicts[2]) == {
+        "address_table",
+        "copy_rows",
+        "softmax_kernel",
+        "strided_softmax",
+    }
+    assert not all(passed for _, passed in verdicts[2]["strided_softmax"])
+    assert verdicts[2]["address_table"] is True

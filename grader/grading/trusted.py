@@ -17,6 +17,7 @@ import copy
 import functools
 import io
 import json
+import os
 import secrets
 import subprocess
 import tempfile
@@ -29,7 +30,7 @@ from typing import TYPE_CHECKING
 import nbformat
 from nbformat import NotebookNode
 from nbgrader.preprocessors import NbGraderPreprocessor
-from traitlets import Float, List, Tuple
+from traitlets import Float, Integer, List, Tuple
 
 from grader.grading.feedback import hidden_failure, timing_summary
 from grader.grading.grading_log import course_root, log_for
@@ -314,48 +315,66 @@ def public_outcomes(raw: bytes | None) -> dict:
     return kept
 
 
+CORES_PER_EXTRA_CHILD = 8
+"""Cores from which a submission's hidden checks are shared between two children: on an
+H200 host (16 cores) they took 17 s in one child beside a 14 s notebook; on 2 cores a second
+child would only take the notebook's time."""
 RUN_AHEAD = {"expect_hidden": "hidden_run", "expect_address_table": "function_run"}
 """The checks run ahead (by the Runner method that runs each); the worksheet needs no
 child, and the timing waits for the notebook (it must have the GPU to itself)."""
 
 
 class ChecksAhead:
-    """The hidden correctness checks of one submission, run in its session's child while
-    the sandboxed notebook runs (they need nothing from that run): the child's start (Python,
-    torch, CUDA, loading the definitions) and its compiles overlap the notebook's own. A
-    background thread fills the Runner's runs; `runner()` waits for them, and from then on
-    the Runner is `GradeHiddenCells`' alone. Their outputs, sidecars and log lines are all
-    written afterwards, in the notebook's order, as without it.
+    """The hidden correctness checks of one submission, run in sandboxed children while the
+    sandboxed notebook runs (they need nothing from that run): the children's start (Python,
+    torch, CUDA, loading the definitions) and their compiles overlap the notebook's own. With
+    `children` > 1 the checks are shared out, in the notebook's order, between that many
+    children, each with a background thread; `runner()` waits for them all and gathers their
+    runs into the first child's Runner, from then on `GradeHiddenCells`' alone. Their outputs,
+    sidecars and log lines are all written afterwards, in the notebook's order, as without it.
 
-    The thread lives until `close()`: bubblewrap's --die-with-parent kills a sandbox when
-    the thread that started it ends, and the child it started serves the timing too."""
+    The threads live until `close()`: bubblewrap's --die-with-parent kills a sandbox when the
+    thread that started it ends, and the first child serves the timing and any check that
+    did not finish ahead."""
 
-    def __init__(self, nb: NotebookNode, draw: Draw) -> None:
+    def __init__(self, nb: NotebookNode, draw: Draw, children: int = 1) -> None:
         import torch
 
         self._stack = contextlib.ExitStack()
         self._runner = self._stack.enter_context(sandboxed_copy(nb, draw))
-        self._runner.ahead = True
+        self._lanes = [self._runner]
+        checks = self._checks(nb)
+        for _ in range(min(children, len(checks)) - 1):
+            self._lanes.append(self._stack.enter_context(sandboxed_copy(nb, draw)))
         if torch.cuda.is_available() and "timing_points" in {c for c, *_ in all_checks(nb)}:
             from grader.grading.gpu_timing import start_ahead
 
             self._runner.timing_child = start_ahead(self._runner.timing_sandbox())
             self._stack.callback(_end, self._runner.timing_child)
-        self._ran, self._closing = threading.Event(), threading.Event()
-        self._thread = threading.Thread(target=self._run, args=(nb,), daemon=True)
-        self._thread.start()
+        self._closing = threading.Event()
+        self._ran: list[threading.Event] = []
+        self._threads: list[threading.Thread] = []
+        count = len(self._lanes)
+        for i, lane in enumerate(self._lanes):
+            lane.ahead = True
+            share = checks[i * len(checks) // count : (i + 1) * len(checks) // count]
+            self._ran.append(threading.Event())
+            thread = threading.Thread(target=self._run, args=(lane, share, self._ran[-1]))
+            thread.daemon = True
+            self._threads.append(thread)
+            thread.start()
 
-    def _run(self, nb: NotebookNode) -> None:
+    def _run(self, lane: Runner, checks: list[tuple[str, str]], ran: threading.Event) -> None:
         try:
-            for name, arg in self._checks(nb):
+            for name, arg in checks:
                 if self._closing.is_set():
                     break
                 try:
-                    getattr(self._runner, RUN_AHEAD[name])(arg)
+                    getattr(lane, RUN_AHEAD[name])(arg)
                 except Exception:  # run again, and reported, when the cell is graded
                     pass
         finally:
-            self._ran.set()
+            ran.set()
         self._closing.wait()
 
     @staticmethod
@@ -366,16 +385,22 @@ class ChecksAhead:
         ]
 
     def runner(self) -> Runner:
-        """The Runner, once every check run ahead has finished."""
-        self._ran.wait()
-        self._runner.ahead = False
+        """The first child's Runner, holding every run of every child, once all have run."""
+        for ran in self._ran:
+            ran.wait()
+        for lane in self._lanes:
+            lane.ahead = False
+        for lane in self._lanes[1:]:
+            self._runner.done.update(lane.done)
+            self._runner.took.update(lane.took)
         return self._runner
 
     def close(self) -> None:
-        """Start no further check, wait for the one running, stop the child, remove the
-        scratch copy."""
+        """Start no further check, wait for those running, stop the children, remove the
+        scratch copies."""
         self._closing.set()
-        self._thread.join()
+        for thread in self._threads:
+            thread.join()
         self._stack.close()
 
 
@@ -401,12 +426,20 @@ class StartChecksAhead(NbGraderPreprocessor):
     (`ChecksAhead`, in resources[AHEAD]). Without a course secret nothing starts, and
     `SandboxedExecute` refuses to grade."""
 
+    children = Integer(
+        default_value=2 if (os.cpu_count() or 1) >= CORES_PER_EXTRA_CHILD else 1,
+        help="Sandboxed children that share a submission's hidden checks while its notebook "
+        "runs. Each more child costs a Python with torch (and a CUDA context) but runs its "
+        f"share at the same time: 2 on machines with {CORES_PER_EXTRA_CHILD} cores or more, "
+        "else 1.",
+    ).tag(config=True)
+
     def preprocess(self, nb: NotebookNode, resources: dict):
         try:
             draw = submission_draw(resources, course_root(self.config))
         except MissingSecret:
             return nb, resources
-        resources[AHEAD] = ChecksAhead(copy.deepcopy(nb), draw)
+        resources[AHEAD] = ChecksAhead(copy.deepcopy(nb), draw, max(1, self.children))
         return nb, resources
 
 
