@@ -19,7 +19,9 @@ picks the tile from the strides (`plan`):
   block again. Split rows keep SPLIT_PROGRAMS programs in flight even when a view has few
   rows (2048 rows in blocks of 32 are only 64 programs), and the second kernel runs its
   programs and chunks in reverse, so that it starts on the blocks the first read last,
-  still in L2.
+  still in L2 (58.5% of the roof against 57.3% in the forward order, 2048x16384; 57.9%
+  against 56.4%, 4096x4096). Split launches take SPLIT_WARPS whatever the caller asks: at
+  8 warps they measured 50%.
 
 The kernel text is the same in both orientations. Triton specializes a stride of 1 to a
 constant, learns from it which axis of the pointer tile is contiguous, and orders each load's
@@ -64,6 +66,8 @@ WHOLE_ROW = 16384
 MAX_BLOCK_N = WHOLE_ROW
 SPLIT_BLOCK_N = 128
 """Columns of each chunk of a split row (32 fp32 rows x 128 columns: 32 values a thread)."""
+SPLIT_WARPS = 4
+"""Warps of each split program (32 x 128 fp32: 32 values a thread)."""
 SPLIT_PROGRAMS = 4096
 """Programs a split launch aims for: many per SM, whatever the number of rows."""
 ROW_MAJOR, COLUMN_MAJOR = "columns", "rows"
@@ -120,7 +124,7 @@ def _column_major(m, n, size, all_rows, num_warps, max_block_n) -> Plan:
     span = triton.cdiv(chunks, min(max(wanted, 1), chunks, 65535)) * block_n
     splits = triton.cdiv(n, span)
     needed = rows * block_n // ELEMENTS_PER_THREAD // 32
-    return Plan(rows, block_n, COLUMN_MAJOR, True, splits, span, min(32, max(num_warps, needed)))
+    return Plan(rows, block_n, COLUMN_MAJOR, True, splits, span, max(SPLIT_WARPS, needed))
 
 
 @triton.jit

@@ -15,6 +15,7 @@ from grader.beyond import (
     COLUMN_MAJOR,
     ROW_MAJOR,
     SPLIT_PROGRAMS,
+    SPLIT_WARPS,
     Plan,
     plan,
     strided_softmax,
@@ -113,6 +114,7 @@ def test_wide_transposed_rows_are_split_across_programs():
     tiles = plan(view("transpose", 2048, 16384))
     assert tiles == Plan(32, 128, COLUMN_MAJOR, True, splits=64, span=256)
     assert triton.cdiv(2048, tiles.rows) * tiles.splits == SPLIT_PROGRAMS
+    assert plan(view("transpose", 2048, 16384), num_warps=8).num_warps == SPLIT_WARPS
     assert plan(view("transpose", 3, 1000), max_block_n=16) == Plan(
         4, 16, COLUMN_MAJOR, True, splits=63, span=16
     )
@@ -148,12 +150,12 @@ def test_very_wide_rows_loop_over_column_chunks():
 @pytest.mark.parametrize("layout", ["contiguous", "transpose", "slice"])
 def test_tiles_stay_within_the_register_budget(layout, num_warps):
     """Does every tile hold at most 128 values per thread (32 when it loops), in powers of
-    two, with at least the warps asked for?"""
+    two, with at least the warps asked for (split rows: SPLIT_WARPS, whatever is asked)?"""
     for rows, cols in ((1, 1), (7, 5), (3, 1000), (4096, 4096), (65536, 512), (2048, 65536)):
         tiles = plan(view(layout, rows, cols), num_warps)
         per_thread = 32 if tiles.loop else 128
         assert tiles.rows * tiles.block_n <= per_thread * 32 * tiles.num_warps
-        assert tiles.num_warps >= num_warps
+        assert tiles.num_warps >= (SPLIT_WARPS if tiles.splits > 1 else num_warps)
         assert triton.next_power_of_2(tiles.rows) == tiles.rows
         assert triton.next_power_of_2(tiles.block_n) == tiles.block_n
         assert tiles.loop == (tiles.block_n < cols)
