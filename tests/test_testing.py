@@ -255,3 +255,4 @@ def test_a_failing_cell_in_a_real_kernel_shows_the_picture_then_the_error(tmp_pa
     assert picture.data["image/png"]  # base64 PNG
     assert error.ename == "AssertionError"
     assert "Smallest failing view (from case transpose" in error.evalue
+    assert error.traceback == [f"AssertionError: {error.evalue}"]  # no frame of the checker's
