@@ -222,3 +222,14 @@ def test_wide_loop_matches_torch_in_float64(layout, dtype):
     assert out[4].isnan().all() and expected[4].isnan().all()
     atol = 1e-6 if dtype == torch.float32 else 1e-3
     torch.testing.assert_close(out.double(), expected, rtol=0, atol=atol, equal_nan=True)
+
+
+def test_the_recorded_loads_are_what_the_compiler_gives():
+    """Are the loads the notebook's beyond section prints (beyond_loads.txt) what compiling
+    the planned launches for sm_90 gives now: 128-bit loads for the split row's stats and for
+    whole 16384-column rows?"""
+    from grader.beyond import LOADS, evidence
+
+    lines = evidence(shapes=((2048, 16384),))
+    assert len(lines) == 2 and set(lines) <= set(LOADS.read_text().splitlines())
+    assert any("row_stats_kernel 32 x 128, 4 warps: loads 8 of 128 bits" in line for line in lines)

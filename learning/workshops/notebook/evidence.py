@@ -148,6 +148,14 @@ def compare_specializations(
     return {key: load_summary(ptx, dtype) for key, ptx in zip(SPECIALIZATIONS, ptxs, strict=True)}
 
 
+def load_summaries(kernel: object, jobs: list[dict], dtype: str) -> list[LoadSummary]:
+    """Load summaries of `kernel`, of any signature, for each job: `{"types": [...] one per
+    parameter ("*fp32", "i32", "constexpr"), "constexprs": [[index, value], ...], "divisible":
+    [indices of 16-divisible pointers and ints], "num_warps", "arch"}`, as Triton's launcher
+    would specialize them (used for kernels beyond the course's signature)."""
+    return [load_summary(ptx, dtype) for ptx in _compile(kernel, jobs, course=False)]
+
+
 def _job(block: int, col_stride_one: bool, dtype: str, num_warps: int, arch: int) -> dict:
     """One specialization, as the child compiles it; arguments by position."""
     from learning.workshops.notebook.contracts import (
@@ -176,10 +184,12 @@ def _job(block: int, col_stride_one: bool, dtype: str, num_warps: int, arch: int
     }
 
 
-def _compile(kernel: object, jobs: list[dict]) -> list[str]:
-    """Compile `kernel` once per job in a child process; return the PTX texts."""
+def _compile(kernel: object, jobs: list[dict], course: bool = True) -> list[str]:
+    """Compile `kernel` once per job in a child process; return the PTX texts. `course`: the
+    kernel must take the course's arguments (a student's kernel)."""
     fn = _python_function(kernel)
-    _check_signature(fn)
+    if course:
+        _check_signature(fn)
     request = {"kernel": _kernel_spec(fn, set()), "jobs": jobs}
     result = _run_child(request)
     if "error" in result:
@@ -236,8 +246,8 @@ def _def_source(fn: object) -> str:
     tree = ast.parse(source)
     if any(isinstance(node, ast.Raise) for node in ast.walk(tree)):
         raise EvidenceError(
-            f"{fn.__name__} is {NOT_WRITTEN}: its cell still raises (a Triton kernel cannot). "
-            "Write it, run its tests, then run this cell again."
+            f"{fn.__name__} is {NOT_WRITTEN}: its body still raises NotImplementedError. "
+            "Finish it and run its tests first, then run this cell again."
         )
     start = tree.body[0].lineno
     return "".join(source.splitlines(keepends=True)[start - 1 :])
