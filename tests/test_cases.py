@@ -11,9 +11,12 @@ from pathlib import Path
 
 import pytest
 import torch
+import triton
+import triton.language as tl
 from triton.compiler.errors import CompilationError
 
 from learning.workshops.checking.cases import PUBLIC_CASES, CaseResult, Failure, run_case
+from learning.workshops.notebook.contracts import interpreter_active
 
 REPO = Path(__file__).resolve().parents[1]
 TRANSPOSE = next(c for c in PUBLIC_CASES if c.name == "transpose")
@@ -48,6 +51,31 @@ def test_a_compile_error_names_the_kernel_line_and_the_cause():
         "raised CompilationError: kernel line 3, `tl.store(Y + N * (1 << 40), y)`: "
         "incompatible types int32 and int64"
     )
+
+
+@triton.jit
+def stub_kernel(X, Y, N, BLOCK: tl.constexpr):
+    raise NotImplementedError("softmax_kernel: write this pass")
+
+
+def stub_launch(x, num_warps=4):
+    """A wrapper whose kernel is still the notebook's stub."""
+    y = torch.empty_like(x)
+    stub_kernel[(x.shape[0],)](x, y, x.shape[1], BLOCK=8)
+    return y
+
+
+@pytest.mark.skipif(
+    not interpreter_active(), reason="Triton's interpreter wraps the error (TRITON_INTERPRET=1)"
+)
+def test_a_kernel_stub_reads_as_its_own_not_implemented_error():
+    """Does a @triton.jit stub's NotImplementedError, which the interpreter wraps in an
+    InterpreterError, read as the NotImplementedError itself, as a wrapper's stub does?"""
+    result = run_case(stub_launch, "strided_softmax", TRANSPOSE, "cpu", 0)
+    assert result.failure == "exception"
+    said = result.detail
+    assert said.endswith("raised NotImplementedError: softmax_kernel: write this pass"), said
+    assert "InterpreterError" not in result.detail
 
 
 @pytest.mark.parametrize(

@@ -101,17 +101,23 @@ def test_untouched_release_notebook_fails_cleanly():
     assert "Traceback" not in done.stdout + done.stderr
 
 
-def test_an_unfinished_notebook_says_which_pass_to_start_with(tmp_path):
-    """With passes 2 and 3 still stubs, does the pass 3 check name both, and the check of
-    pass 2 to run first?"""
+def partly_solved(folder: Path, *grade_ids: str) -> Path:
+    """The release notebook with the cells `grade_ids` solved, the rest still stubs."""
     notebook = nbformat.read(RELEASE, as_version=4)
     solved = nbformat.read(SOURCE, as_version=4)
     by_id = {c.metadata.get("nbgrader", {}).get("grade_id"): c for c in solved.cells}
     for cell in notebook.cells:
-        if cell.metadata.get("nbgrader", {}).get("grade_id") in ("addresses", "pass1"):
+        if cell.metadata.get("nbgrader", {}).get("grade_id") in grade_ids:
             cell.source = by_id[cell.metadata["nbgrader"]["grade_id"]].source
-    path = tmp_path / "strided_softmax.ipynb"
+    path = folder / "strided_softmax.ipynb"
     nbformat.write(notebook, path)
+    return path
+
+
+def test_an_unfinished_notebook_says_which_pass_to_start_with(tmp_path):
+    """With passes 2 and 3 still stubs, does the pass 3 check name both, and the check of
+    pass 2 to run first?"""
+    path = partly_solved(tmp_path, "addresses", "pass1")
     done = check("strided_softmax", "--impl", str(path))
     assert done.returncode == 1
     assert (
@@ -119,6 +125,19 @@ def test_an_unfinished_notebook_says_which_pass_to_start_with(tmp_path):
         "its own check: python -m learning.workshops.check softmax_kernel --hint --impl "
         "strided_softmax.ipynb"
     ) in done.stdout
+
+
+def test_the_unfinished_pass_being_checked_is_not_sent_to_its_own_check(tmp_path):
+    """With only pass 3 a stub, does its own check say to finish it and run again, instead
+    of naming the command just run?"""
+    path = partly_solved(tmp_path, "addresses", "pass1", "pass2")
+    done = check("strided_softmax", "--hint", "--impl", str(path))
+    assert done.returncode == 1
+    assert (
+        "Next: pass 3 (strided_softmax) is not written yet; finish it, then run this check again."
+    ) in done.stdout
+    assert "Unfinished:" not in done.stdout
+    assert "Start with" not in done.stdout
 
 
 def test_other_ops_are_checked():

@@ -12,7 +12,12 @@ from grader.zoo import FOLLOW_ON_BUGS, write_bug
 from learning.workshops.checking.cases import OPS, run_case, suite
 from learning.workshops.checking.loader import load_function
 from learning.workshops.notebook.contracts import matching_pair, shared_address, writable_matrix
-from learning.workshops.notebook.gradients import TOLERANCES, compare_with_torch, gradcheck_views
+from learning.workshops.notebook.gradients import (
+    TOLERANCES,
+    compare_with_torch,
+    gradcheck_views,
+    report,
+)
 
 BASE = torch.zeros(64)
 
@@ -105,6 +110,27 @@ def test_gradcheck_fails_a_backward_without_the_row_sum(tmp_path):
     """Can the gradcheck fail: does it reject the zoo's backward without the row sum?"""
     results = gradcheck_views(_buggy("backward-without-row-sum", tmp_path), "cpu")
     assert not any(results.values())
+
+
+def test_an_unwritten_backward_is_one_line_not_a_traceback():
+    """While the backward is still its stub, does the notebook's gradient report say so in
+    one line instead of raising through torch's autograd?"""
+
+    def strided_softmax_backward(y, dy, num_warps=4):
+        raise NotImplementedError("not written yet: your code goes here")
+
+    text = report(strided_softmax_backward, reference.StridedSoftmax.apply, "cpu")
+    assert text == "strided_softmax_backward is not written yet: gradcheck runs once it is."
+
+
+def test_other_errors_of_the_backward_still_raise():
+    """Is only the stub's NotImplementedError turned into that line?"""
+
+    def strided_softmax_backward(y, dy, num_warps=4):
+        raise KeyError("BLOCK")
+
+    with pytest.raises(KeyError):
+        report(strided_softmax_backward, reference.StridedSoftmax.apply, "cpu")
 
 
 def test_strided_softmax_gradients_match_torch():

@@ -5,11 +5,16 @@ from __future__ import annotations
 import importlib
 import sys
 from importlib import metadata
+from pathlib import Path
 
+import nbformat
 import pytest
+import triton
 
 import learning.workshops
 from learning.workshops import versions
+
+SETUP_CHECK = Path(__file__).resolve().parents[1] / "notebooks" / "setup_check.ipynb"
 
 
 def fake_versions(monkeypatch: pytest.MonkeyPatch, **installed: str) -> None:
@@ -101,3 +106,39 @@ def test_importing_the_package_checks(monkeypatch):
     fake_versions(monkeypatch, torch="2.13.0", triton="3.3.1")
     with pytest.raises(versions.UnsupportedVersion, match="triton 3.3.1 is installed"):
         importlib.reload(learning.workshops)
+
+
+def run_setup_versions(monkeypatch, capsys, triton_version: str) -> tuple[dict, str]:
+    """The setup check's versions cell, run with Triton reporting `triton_version`: its
+    names and what it printed."""
+    monkeypatch.setattr(triton, "__version__", triton_version)
+    cell = next(c for c in nbformat.read(SETUP_CHECK, 4).cells if c.get("id") == "versions")
+    namespace: dict = {}
+    exec(cell.source, namespace)
+    return namespace, capsys.readouterr().out
+
+
+def test_the_setup_check_states_the_supported_ranges(monkeypatch, capsys):
+    """Does notebooks/setup_check.ipynb check torch and Triton against the ranges the package
+    enforces (pyproject.toml's), and pass the installed ones?"""
+    namespace, out = run_setup_versions(monkeypatch, capsys, triton.__version__)
+    ranges = {name: (low, high) for name, _, low, high in namespace["checks"]}
+    assert {name: ranges[name] for name in versions.SUPPORTED} == versions.SUPPORTED
+    assert namespace["too_old"] == []
+    assert "too " not in out
+
+
+@pytest.mark.parametrize(
+    ("version", "status", "too_old"),
+    [
+        ("3.5.1", "too old, need >=3.6,<3.10", ["triton"]),
+        ("3.10.0", "too new, need >=3.6,<3.10", []),
+        ("3.6.0", "ok", []),
+    ],
+)
+def test_the_setup_check_warns_outside_the_range(monkeypatch, capsys, version, status, too_old):
+    """Does the setup check flag a Triton below 3.6 or from 3.10 on, saying which range it
+    needs, and still count only a too old one as one to upgrade?"""
+    namespace, out = run_setup_versions(monkeypatch, capsys, version)
+    assert f"triton  {version:<14} {status}\n" in out
+    assert namespace["too_old"] == too_old

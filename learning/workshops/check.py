@@ -209,7 +209,7 @@ def format_report(report: Report, show_hints: bool) -> str:
             lines.append(f"\nHint [{hint.id}]: {hint.message}")
             lines.extend(f"    evidence: {e}" for e in hint.evidence)
     if any(h.id == HintId.UNFINISHED for h in report.hints):
-        start = where_to_start(Path(report.impl))
+        start = where_to_start(Path(report.impl), report.op)
         lines += ["", start] if start else []
     if report.smallest:
         lines += ["", *shrunk_lines(report.smallest, report.seed)]

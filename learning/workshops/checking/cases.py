@@ -16,6 +16,7 @@ from functools import cached_property
 
 import torch
 from triton.compiler.errors import CompilationError
+from triton.runtime.errors import InterpreterError
 
 from learning.workshops.checking.allocations import GuardAllocations, Guards
 from learning.workshops.checking.audit import Finding, Trace, audit
@@ -779,8 +780,17 @@ def _exception_kind(exc: BaseException) -> Failure:
 
 def _raised_text(exc: BaseException) -> str:
     """'raised Name: first line of its message', or 'raised Name' when it has none."""
+    exc = _unwrapped(exc)
     message = _compile_error(exc) if isinstance(exc, CompilationError) else _first_line(exc)
     return f"raised {type(exc).__name__}" + (f": {message}" if message else "")
+
+
+def _unwrapped(exc: BaseException) -> BaseException:
+    """What the kernel itself raised: Triton's interpreter wraps it in an InterpreterError
+    (once per nested @triton.jit call) whose __cause__ it is."""
+    while isinstance(exc, InterpreterError) and exc.__cause__ is not None:
+        exc = exc.__cause__
+    return exc
 
 
 def _compile_error(exc: CompilationError) -> str:

@@ -53,13 +53,19 @@ def unfinished(impl: Path) -> list[Pass]:
     return [p for p in PASSES if left.intersection(p.functions)]
 
 
-def where_to_start(impl: Path) -> str | None:
-    """One line naming the unfinished passes and the check of the first; None when none is."""
+def where_to_start(impl: Path, op: str | None = None) -> str | None:
+    """One line naming the unfinished passes and the check of the first; None when none is.
+    When the first is the pass `op` (the check being run) checks, it says to finish that pass
+    and run this check again instead of naming the same check."""
     passes = unfinished(impl)
     if not passes:
         return None
     first = passes[0]
     names = ", ".join(f"pass {p.number} ({', '.join(p.functions)})" for p in passes)
+    if first.op == op:
+        this = f"pass {first.number} ({', '.join(first.functions)})"
+        unwritten = "" if len(passes) == 1 else f"Unfinished: {names}. "
+        return f"{unwritten}Next: {this} is not written yet; finish it, then run this check again."
     return (
         f"Unfinished: {names}. Start with pass {first.number} and its own check: "
         f"python -m learning.workshops.check {first.op} --hint --impl {impl.name}"
