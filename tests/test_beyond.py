@@ -228,8 +228,9 @@ def test_the_recorded_loads_are_what_the_compiler_gives():
     """Are the loads the notebook's beyond section prints (beyond_loads.txt) what compiling
     the planned launches for sm_90 gives now: 128-bit loads for the split row's stats and for
     whole 16384-column rows?"""
-    from grader.beyond import LOADS, evidence
+    from grader.beyond import evidence
+    from learning.workshops.measuring.results import BEYOND_LOADS
 
     lines = evidence(shapes=((2048, 16384),))
-    assert len(lines) == 2 and set(lines) <= set(LOADS.read_text().splitlines())
+    assert len(lines) == 2 and set(lines) <= set(BEYOND_LOADS.read_text().splitlines())
     assert any("row_stats_kernel 32 x 128, 4 warps: loads 8 of 128 bits" in line for line in lines)

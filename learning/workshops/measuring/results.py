@@ -33,6 +33,8 @@ H200_SAMPLE = Path(__file__).with_name("data") / "h200_i1.json"
 """A run of the reference on an NVIDIA H200, for students without a GPU (its note says when)."""
 H200_BEYOND = H200_SAMPLE.with_name("h200_beyond.json")
 """The same with grader/beyond.py's layout-aware softmax beside it, for the beyond section."""
+BEYOND_LOADS = H200_SAMPLE.with_name("beyond_loads.txt")
+"""The loads of its launches, compiled for sm_90 (`python -m grader.beyond` writes it)."""
 H200_BACKWARD = H200_SAMPLE.with_name("h200_backward.json")
 """A run of the reference's backward on an NVIDIA H200."""
 
