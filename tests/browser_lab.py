@@ -275,6 +275,8 @@ class ShownCell:
 
 TRACEBACK = re.compile(r"^-{20,}\n(?P<ename>[\w.]+)\s+Traceback \(most recent call last\)")
 SYNTAX = re.compile(r"^\s*Cell In\[\d+\], line \d+\n(?:.*\n)*?(?P<ename>\w+Error): ", re.M)
+FAILED_TEST = re.compile(r"^(?P<ename>AssertionError): ")
+"""A failed test cell's error: its message alone, no frames (testing.message_only)."""
 
 READ_CELLS = """() => Array.from(document.querySelectorAll('.jp-Notebook .jp-Cell')).map(cell => ({
     kind: cell.classList.contains('jp-CodeCell') ? 'code'
@@ -293,13 +295,14 @@ def shown_cells(page) -> list[ShownCell]:
     JupyterLab 4 renders an error output and a stderr stream alike (both with the mime type
     application/vnd.jupyter.stderr, the error's traceback as text), so an error is a stderr
     output that reads as IPython's traceback: the dashed rule and `Name  Traceback (most
-    recent call last)`, or for a syntax error `Cell In[n], line m` ... `SyntaxError: `.
+    recent call last)`, or for a syntax error `Cell In[n], line m` ... `SyntaxError: `, or
+    for a failed test, whose error shows its message alone, `AssertionError: `.
     """
     cells = []
     for raw in page.evaluate(READ_CELLS):
         errors, other = [], 0
         for text in raw["stderr"]:
-            match = TRACEBACK.match(text) or SYNTAX.match(text)
+            match = TRACEBACK.match(text) or SYNTAX.match(text) or FAILED_TEST.match(text)
             if match:
                 errors.append(ShownError(match["ename"], text))
             else:
