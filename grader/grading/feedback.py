@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 import re
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -88,10 +88,17 @@ def kinds_summary(cases: list[Case]) -> list[str]:
     ]
 
 
+def view_key(layout: str, rows: int, cols: int) -> tuple:
+    """What a message shows of a view: its shape and strides (two layouts may share them)."""
+    from learning.workshops.checking.views import geometry
+
+    return rows, cols, geometry(layout, rows, cols).strides
+
+
 def fresh_examples(failed: list[Case], taken: set[tuple], rng: random.Random) -> list[Case]:
     """Up to `EXAMPLES_PER_KIND` new cases for each kind in `failed` (at most `MOST_KINDS`
-    kinds): the same layout, dtype, fill and width class, sizes that no case in `taken`
-    has (as `(layout, rows, cols)`)."""
+    kinds): the same layout, dtype, fill and width class, views that none in `taken` has (as
+    `view_key`)."""
     kinds: dict[str, Case] = {}
     for case in failed:
         kinds.setdefault(kind_of(case), case)
@@ -104,8 +111,9 @@ def fresh_examples(failed: list[Case], taken: set[tuple], rng: random.Random) ->
         while made < EXAMPLES_PER_KIND:
             rows = 0 if case.rows == 0 else rng.randint(1, 40)
             cols = _width_like(case.cols, rng)
-            if (case.layout, rows, cols) not in taken:
-                taken.add((case.layout, rows, cols))
+            key = view_key(case.layout, rows, cols)
+            if key not in taken:
+                taken.add(key)
                 examples.append(replace(case, name=f"example-{case.layout}", rows=rows, cols=cols))
                 made += 1
     return examples
@@ -126,10 +134,12 @@ def hidden_failure(
     cases: list[Case],
     results: list[CaseResult],
     run_examples: Callable[[list[Case]], list[CaseResult]],
+    others: Iterable[Case] = (),
 ) -> str:
     """What a failed hidden cell tells the student: how many cases failed, the kinds of view,
     the hints, and one freshly drawn example that fails the same way (run through
-    `run_examples`). No hidden case's name, size or values."""
+    `run_examples`), whose view is none of `cases` nor `others` (the student's hidden cases
+    of the other ops). No hidden case's name, size or values."""
     from learning.workshops.checking.faults import INTERNAL_ERROR
     from learning.workshops.checking.hints import diagnose
 
@@ -141,7 +151,7 @@ def hidden_failure(
     ]
     lines += kinds_summary([by_name[r.name] for r in failed if r.name in by_name])
     lines += [f"Hint [{hint.id}]: {hint.message}" for hint in diagnose(own)]
-    taken = {(c.layout, c.rows, c.cols) for c in cases}
+    taken = {view_key(c.layout, c.rows, c.cols) for c in (*cases, *others) if not c.bad_input}
     examples = fresh_examples([by_name[r.name] for r in failed if r.name in by_name], taken, _rng())
     example = _same_failure(failed, by_name, run_examples(examples) if examples else [])
     if example is not None:

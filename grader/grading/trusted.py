@@ -219,6 +219,7 @@ class Runner:
 
     def expect_hidden(self, op: str, *_, **__) -> list[NotebookNode]:
         from grader.grading.hidden import hidden_cases
+        from learning.workshops.checking.cases import OPS
         from learning.workshops.checking.faults import CheckerFault
         from learning.workshops.notebook.testing import all_pass, record_outcome, verdict
 
@@ -232,7 +233,8 @@ class Runner:
         if error is not None:  # the student reads kinds, hints and a fresh example
             self.say(f"expect_hidden('{op}') in full: {error}")
             cases = hidden_cases(op, self.draw)
-            raise AssertionError(hidden_failure(op, cases, run.results, self._examples(op)))
+            others = [c for other in OPS if other != op for c in hidden_cases(other, self.draw)]
+            raise AssertionError(hidden_failure(op, cases, run.results, self._examples(op), others))
         return [_stream(f"{op}: {all_pass(len(run.results), 'hidden')}")]
 
     def _examples(self, op: str) -> Callable[[list], list]:
