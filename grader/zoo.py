@@ -460,7 +460,7 @@ MULTI_ROW_BUGS = (
 )
 """Bugs in the [BLOCK_M, BLOCK_N] tile: several rows per program."""
 
-_TOTAL = "total = total * tl.exp(top - new_top) + tl.sum(tl.exp(x - new_top), axis=0)"
+_TOTAL = "total = total * tl.exp(top - shift) + tl.sum(tl.exp(x - shift), axis=0)"
 COLUMN_TILED_BUGS = (
     Bug(
         "column-tiled-ignores-column-stride",
@@ -517,6 +517,21 @@ COLUMN_TILED_BUGS = (
             ),
         ),
         _KERNEL_CELLS,
+        base="column_tiled",
+    ),
+    Bug(
+        "column-tiled-no-neg-inf-guard",
+        "running-max",
+        "rescales the running sum by exp(top - new_top) even while both are -inf, so a row "
+        "whose first tile is all -inf turns NaN (public online softmaxes guard against it)",
+        (
+            Edit(
+                "softmax_kernel",
+                'shift = tl.where(new_top == -float("inf"), 0.0, new_top)',
+                "shift = new_top",
+            ),
+        ),
+        frozenset({"hidden_pass2", "hidden_pass3"}),
         base="column_tiled",
     ),
     *_wrapper_bugs("column_tiled"),

@@ -157,6 +157,18 @@ ROWS = (
         ([fail("contiguous", Failure.OWNERSHIP, "a store landed past the output")],),
     ),
     Row(
+        HintId.RUNNING_MAX,
+        ([ok("transpose-wide"), fail("neg-inf-head-wide", Failure.NONFINITE, "NaN or inf")],),
+        (
+            [ok("transpose-wide"), fail("neg-inf-head-wide", Failure.VALUES, VALUES)],
+            [
+                ok("transpose-wide"),
+                fail("neg-inf-head-wide", Failure.NONFINITE, "NaN or inf"),
+                fail("transpose", Failure.NONFINITE, "NaN or inf"),
+            ],
+        ),
+    ),
+    Row(
         HintId.BLOCK_SIZE,
         (
             [fail("contiguous", Failure.EXCEPTION, "raised ValueError: must be a power of 2")],

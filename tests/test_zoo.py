@@ -32,10 +32,11 @@ def test_reference_passes(op):
 
 
 def test_every_hint_rule_has_a_zoo_member():
-    """Is every hint id the rules can give proved by at least one zoo member?"""
+    """Is every hint id the rules can give proved by at least one zoo member (here, or in
+    another shape by tests/test_shapes.py: running-max needs an online softmax)?"""
     from learning.workshops.checking.hints import RULES
 
-    assert {hint_id for hint_id, _ in RULES} == {b.hint for b in CHECKED}
+    assert {hint_id for hint_id, _ in RULES} == {b.hint for b in BUGS if b.hint is not None}
 
 
 @pytest.mark.parametrize("bug", BUGS, ids=[b.name for b in BUGS])

@@ -103,6 +103,13 @@ def hidden_cases(op: str, draw: Draw | None = None) -> list[Case]:
     cases += [
         Case("hidden-wide", "transpose", 3, rng.randint(300, 2000)),
         Case("hidden-wide-slice", "slice", 2, rng.randint(300, 2000)),
+        Case(
+            "hidden-neg-inf-head",
+            "transpose",
+            rng.randint(2, 9),
+            rng.randint(300, 2000),
+            fill="neg-inf-head",
+        ),
         Case("hidden-large", "transposed-slice", 5, rng.choice(WIDTHS[3:]), fill="large"),
         Case("hidden-large-half", "slice", 4, 40, dtype="float16", fill="large"),
         Case("hidden-bfloat16", "transpose", 6, rng.choice(WIDTHS[2:]), dtype="bfloat16"),

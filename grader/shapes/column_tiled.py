@@ -30,7 +30,9 @@ def softmax_kernel(X, Y, SR, SC, N, BLOCK_N: tl.constexpr):
     for start in tl.range(0, N, BLOCK_N):
         x = load_tile(x_row, SC, start + tile, N)
         new_top = tl.maximum(top, tl.max(x, axis=0))
-        total = total * tl.exp(top - new_top) + tl.sum(tl.exp(x - new_top), axis=0)
+        # While the row has seen only -inf, shift by 0: exp(-inf - -inf) would be NaN.
+        shift = tl.where(new_top == -float("inf"), 0.0, new_top)
+        total = total * tl.exp(top - shift) + tl.sum(tl.exp(x - shift), axis=0)
         top = new_top
     for start in tl.range(0, N, BLOCK_N):
         cols = start + tile

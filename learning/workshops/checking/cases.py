@@ -249,6 +249,7 @@ PUBLIC_CASES = (
     Case("width-one", "transpose", 5, 1),
     Case("large-magnitude", "transpose", 4, 20, fill="large"),
     Case("some-neg-inf", "contiguous", 6, 12, fill="neg-inf"),
+    Case("neg-inf-head-wide", "transpose", 3, 1000, fill="neg-inf-head"),
     Case("float16-transpose", "transpose", 7, 5, dtype="float16"),
     Case("bfloat16-slice", "slice", 6, 9, dtype="bfloat16"),
     Case("repeat-same-shape", "transpose", 5, 7, repeat=True),

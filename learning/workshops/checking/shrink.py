@@ -280,13 +280,20 @@ def base_shape(case: Case) -> tuple[int, int]:
     }[case.layout]
 
 
+FILL_WORDS = {
+    "large": "values near ±1e4",
+    "neg-inf": "some values -inf",
+    "neg-inf-head": "every value -inf but the last of each row",
+}
+
+
 def view_words(case: Case) -> str:
     """The case's view in words: how it is built, its strides, offset, dtype and extras."""
     g = case.geometry
     built = LAYOUT_WORDS[case.layout].format(view=(case.rows, case.cols), base=base_shape(case))
     words = [built, f"strides {g.strides}", f"offset {g.offset}", case.dtype]
     if case.fill != DEFAULTS["fill"]:
-        words.append("values near ±1e4" if case.fill == "large" else "some values -inf")
+        words.append(FILL_WORDS[case.fill])
     if case.num_warps != DEFAULTS["num_warps"]:
         words.append(f"num_warps={case.num_warps}")
     if case.repeat:

@@ -23,7 +23,7 @@ LAYOUTS = (
 )
 """The view layouts, named by how a student would build them from a base tensor."""
 
-FILLS = ("normal", "large", "neg-inf")
+FILLS = ("normal", "large", "neg-inf", "neg-inf-head")
 
 
 @dataclass(frozen=True)
@@ -116,6 +116,8 @@ def sentinel_view(
         candidates = used[~torch.isin(used, first_col)]
         chosen = torch.rand(candidates.numel(), generator=generator) < 0.3
         storage[candidates[chosen]] = float("-inf")
+    if fill == "neg-inf-head" and g.rows and g.cols > 1:  # an online softmax's first tiles
+        storage[storage_indices(g)[:, :-1].flatten().unique()] = float("-inf")
     storage = storage.to(dtype=dtype, device=device)
     view = torch.as_strided(storage, (g.rows, g.cols), g.strides, g.offset)
     return storage, view
