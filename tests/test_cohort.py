@@ -103,6 +103,24 @@ def test_timing_sidecar_of_another_schema_is_refused_with_its_reason(tmp_path):
         cohort.load_timing(path)
 
 
+def test_speed_plots_draw_the_bands_the_timings_were_scored_with(tmp_path):
+    """With sidecars scored under a course's own bands (full points up to 1.2x, half up to
+    3x), do the speed plots shade and name those, not the default policy's?"""
+    path = tmp_path / cohort.TIMING_SIDECAR
+    path.write_text(json.dumps({**FAKE_TIMING, "bands": [[1.2, 1.0], [3.0, 0.5]]}))
+    timing = cohort.timing_table({"copy-first": cohort.load_timing(path)})
+    shades = _texts(cohort.plot_speedup(timing, None))
+    assert "full points" in shades and "1/2" in shades and "3/4" not in shades
+    figure = cohort.plot_kernel_vs_reference(timing)
+    labels = [t.get_text() for ax in figure.axes for t in ax.get_legend().get_texts()]
+    assert "y = 1.2x: slowest for full points" in labels
+    default = cohort.plot_kernel_vs_reference(
+        cohort.timing_table({"a": _hand_written_timing(tmp_path)})
+    )
+    labels = [t.get_text() for ax in default.axes for t in ax.get_legend().get_texts()]
+    assert "y = 1.1x: slowest for full points" in labels
+
+
 def test_gpu_plots_draw_the_hand_written_timings(tmp_path):
     """With timing sidecars, do the speed plots draw each shape and not say 'needs a GPU'?"""
     timing = cohort.timing_table({"copy-first": _hand_written_timing(tmp_path)})

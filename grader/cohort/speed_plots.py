@@ -14,7 +14,8 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import NullLocator
 
 from grader.cohort.style import COLOURS, NEEDS_GPU_PANEL, SHAPE_COLOURS, message
-from grader.grading.timing_record import BANDS
+from grader.cohort.timings import graded_bands
+from grader.grading.timing_record import Band
 from learning.workshops.measuring.results import Results
 
 
@@ -40,8 +41,6 @@ BAND_SHADES = ("#e8f4e8", "#fbf3dc", "#fbe8d0", "#f8dcd6", "#f3cccc")
 """One shade per band of the timing policy, then one for slower than every band."""
 WARP_COLOURS = SHAPE_COLOURS[:4]
 """One colour per num_warps on the direct/copy bars."""
-FULL = BANDS[0].limit
-"""The largest ratio for full points: the speed plots name the students beyond it."""
 
 
 def _draw_ratios(ax: Axes, timing: pd.DataFrame) -> None:
@@ -59,7 +58,7 @@ def _draw_ratios(ax: Axes, timing: pd.DataFrame) -> None:
     students = list(order.sort_values(kind="stable").index)
     low = min(0.8, timing["ratio"].min() * 0.8)
     high = max(1.6, timing["ratio"].max() * 1.25)
-    _shade_bands(ax, low, high)
+    _shade_bands(ax, low, high, graded_bands(timing))
     ax.axvline(1.0, color=COLOURS["reference"], linewidth=1)
     _scatter_ratios(ax, timing, students)
     ax.set_xscale("log")
@@ -73,12 +72,12 @@ def _draw_ratios(ax: Axes, timing: pd.DataFrame) -> None:
     ax.legend(loc="upper left", bbox_to_anchor=(0, -0.1), ncols=3, fontsize=8, frameon=False)
 
 
-def _shade_bands(ax: Axes, low: float, high: float) -> None:
-    """The timing policy's bands as shaded spans between `low` and `high`, each labelled."""
-    edges = (low, *(band.limit for band in BANDS), max(high, BANDS[-1].limit * 1.2))
+def _shade_bands(ax: Axes, low: float, high: float, bands: tuple[Band, ...]) -> None:
+    """The bands the timings were scored with, shaded between `low` and `high`, labelled."""
+    edges = (low, *(band.limit for band in bands), max(high, bands[-1].limit * 1.2))
     for (start, end), shade in zip(itertools.pairwise(edges), BAND_SHADES, strict=False):
         ax.axvspan(start, end, color=shade, zorder=0)
-    for (start, end), band in zip(itertools.pairwise(edges), BANDS, strict=False):
+    for (start, end), band in zip(itertools.pairwise(edges), bands, strict=False):
         if start < high:
             middle = math.sqrt(start * min(end, high))
             ax.text(
@@ -174,16 +173,17 @@ def plot_kernel_vs_reference(timing: pd.DataFrame) -> Figure:
         ax.set_title("Student kernel time against the reference", loc="left")
         message(ax, NEEDS_GPU_PANEL)
         return fig
-    _scatter_times(ax, timing)
+    full = graded_bands(timing)[0].limit
+    _scatter_times(ax, timing, full)
     times = pd.concat([timing["reference_ms"], timing["student_ms"]])
     low, high = times.min() * 0.7, times.max() * 1.4
-    _time_guides(ax, low, high)
+    _time_guides(ax, low, high, full)
     ax.set_xlabel("reference median (ms; same GPU, interleaved with the student's)")
     ax.set_ylabel("student median (ms)")
     devices = ", ".join(sorted(timing["device"].unique()))
     ax.set_title(
         f"Student kernel time against the reference: {timing['student'].nunique()} students\n"
-        f"({devices}; above the line is slower; names: more than {FULL:g}x off)",
+        f"({devices}; above the line is slower; names: more than {full:g}x off)",
         loc="left",
         fontsize=10,
     )
@@ -191,7 +191,7 @@ def plot_kernel_vs_reference(timing: pd.DataFrame) -> Figure:
     return fig
 
 
-def _scatter_times(ax: Axes, timing: pd.DataFrame) -> None:
+def _scatter_times(ax: Axes, timing: pd.DataFrame, full: float) -> None:
     """Student against reference median per shape; names beyond the full-points band."""
     for i, (shape, rows) in enumerate(timing.groupby("shape", sort=False)):
         ok = rows["correct"].to_numpy()
@@ -208,11 +208,11 @@ def _scatter_times(ax: Axes, timing: pd.DataFrame) -> None:
             rows["reference_ms"][~ok], rows["student_ms"][~ok], color=colour, marker="x", zorder=3
         )
         for row in rows.itertuples():
-            if not FULL**-1 <= row.ratio <= FULL:
+            if not full**-1 <= row.ratio <= full:
                 _name(ax, row.student, (row.reference_ms, row.student_ms))
 
 
-def _time_guides(ax: Axes, low: float, high: float) -> None:
+def _time_guides(ax: Axes, low: float, high: float, full: float) -> None:
     """y = x, the slowest time for full points, and log axes from `low` to `high` ms."""
     ax.plot(
         [low, high],
@@ -223,11 +223,11 @@ def _time_guides(ax: Axes, low: float, high: float) -> None:
     )
     ax.plot(
         [low, high],
-        [low * FULL, high * FULL],
+        [low * full, high * full],
         color=COLOURS["missing"],
         linestyle=":",
         linewidth=1,
-        label=f"y = {FULL:g}x: slowest for full points",
+        label=f"y = {full:g}x: slowest for full points",
     )
     ax.scatter([], [], color="#555555", marker="x", label="wrong output after timing")
     ax.set_xscale("log")
@@ -264,8 +264,10 @@ def plot_bandwidth(timing: pd.DataFrame, benchmark: Results | None, source: str)
         message(ax, f"{NEEDS_GPU_PANEL}\n\n{roof_text}")
         return fig
     shapes = list(dict.fromkeys(timing["shape"]))
+    full = graded_bands(timing)[0].limit
     for x, shape in enumerate(shapes):
-        _scatter_gbps(ax, x, shape, timing[timing["shape"] == shape].reset_index(drop=True))
+        rows = timing[timing["shape"] == shape].reset_index(drop=True)
+        _scatter_gbps(ax, x, shape, rows, full)
     handles = _draw_roof(ax, roof, roof_text)
     ax.set_xticks(range(len(shapes)), shapes)
     ax.set_xlim(-0.6, len(shapes) - 0.4)
@@ -274,7 +276,7 @@ def plot_bandwidth(timing: pd.DataFrame, benchmark: Results | None, source: str)
     devices = ", ".join(sorted(timing["device"].unique()))
     ax.set_title(
         f"{title}\n{timing['student'].nunique()} students, {devices}; "
-        f"names: more than {FULL:g}x off the reference",
+        f"names: more than {full:g}x off the reference",
         loc="left",
         fontsize=10,
     )
@@ -282,7 +284,7 @@ def plot_bandwidth(timing: pd.DataFrame, benchmark: Results | None, source: str)
     return fig
 
 
-def _scatter_gbps(ax: Axes, x: int, shape: str, rows: pd.DataFrame) -> None:
+def _scatter_gbps(ax: Axes, x: int, shape: str, rows: pd.DataFrame, full: float) -> None:
     """One shape's students at `x`, spread out, under the reference's median GB/s."""
     offsets, ok = _jitter(len(rows)), rows["correct"].to_numpy()
     gbps = rows["student_gbps"].to_numpy()
@@ -291,7 +293,7 @@ def _scatter_gbps(ax: Axes, x: int, shape: str, rows: pd.DataFrame) -> None:
     reference = float(rows["reference_gbps"].median())
     ax.hlines(reference, x - 0.4, x + 0.4, color=COLOURS["reference"], linewidth=2, zorder=2)
     for dx, row in zip(offsets, rows.itertuples(), strict=True):
-        if not reference / FULL <= row.student_gbps <= reference * FULL:
+        if not reference / full <= row.student_gbps <= reference * full:
             _name(ax, row.student, (x + dx, row.student_gbps))
 
 
