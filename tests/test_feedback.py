@@ -7,6 +7,7 @@ import random
 import nbformat
 
 from grader.grading.feedback import (
+    EXTRA_CREDIT_NOTE,
     HIDDEN_NOTE,
     StudentFeedback,
     fresh_examples,
@@ -124,6 +125,24 @@ def test_feedback_cuts_hidden_regions_and_grader_lines():
     assert out.source == "smoke()\n\n" + HIDDEN_NOTE
     assert out.outputs[0]["text"] == "ok\nend"
     assert out.outputs[1]["traceback"] == ["top"]
+
+
+def test_an_extra_credit_cell_says_what_its_score_means():
+    """Does a configured extra-credit cell's feedback say it counts 0 of the maximum and adds
+    its points beyond it (nbgrader shows its score as '1.0 / 0.0'), and no other cell?"""
+    from traitlets.config import Config
+
+    cells = []
+    for grade_id in ("hidden_inplace", "hidden_pass3"):
+        cell = nbformat.v4.new_code_cell("check()")
+        cell.metadata["nbgrader"] = {"grade": True, "grade_id": grade_id, "points": 0}
+        cells.append(cell)
+    config = Config()
+    config.AwardExtraCredit.points = {"hidden_inplace": 1.0}
+    nb, _ = StudentFeedback(config=config).preprocess(nbformat.v4.new_notebook(cells=cells), {})
+    assert nb.cells[0].source.endswith(EXTRA_CREDIT_NOTE.format(points="1"))
+    assert "adds 1 beyond it" in nb.cells[0].source
+    assert nb.cells[1].source == "check()"
 
 
 def test_every_hidden_case_of_every_op_has_words():

@@ -204,6 +204,10 @@ def timing_summary(record: dict) -> str:
 
 
 HIDDEN_NOTE = "# Hidden tests ran here when your notebook was graded; the output below says how."
+EXTRA_CREDIT_NOTE = (
+    "# Extra credit: this optional cell counts 0 points of the maximum; passing it adds "
+    "{points} beyond it (its score reads 'x / 0')."
+)
 _GRADER_LINE = re.compile(r"\bgrader[./]|BEGIN HIDDEN|END HIDDEN|/course/")
 
 
@@ -217,9 +221,16 @@ class StudentFeedback(NbGraderPreprocessor):
             visible, region = split_hidden_tests(cell.source)
             if region is not None:
                 cell.source = visible.rstrip() + "\n\n" + HIDDEN_NOTE
+            extra = self.config.AwardExtraCredit.get("points", {}).get(_grade_id(cell))
+            if extra:  # nbgrader shows such a cell's score as "1.0 / 0.0"
+                cell.source += "\n" + EXTRA_CREDIT_NOTE.format(points=f"{extra:g}")
             for output in cell.get("outputs", []):
                 _scrub(output)
         return cell, resources
+
+
+def _grade_id(cell: NotebookNode) -> str | None:
+    return cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
 
 
 def _scrub(output: NotebookNode) -> None:
