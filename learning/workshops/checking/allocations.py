@@ -21,6 +21,10 @@ from learning.workshops.checking.dispatch_mode import DispatchMode
 
 GUARD_MIN = 1024
 """Elements of guard after each buffer at least: more than a block's lanes past a row."""
+GUARD_MAX_BYTES = 2**26
+"""Larger allocations are left unguarded: no case's output comes near 64 MiB, and the NaN
+fill would touch every page of what a runaway allocation only reserves (a loop of 256 MiB
+buffers spent 0.3-0.4 s filling each before it reached the memory limit)."""
 
 
 @dataclass
@@ -67,6 +71,8 @@ class GuardAllocations(DispatchMode):
             return func(*args, **kwargs)
         shape = tuple(int(n) for n in args[0])
         size = math.prod(shape)
+        if size * _dtype(kwargs).itemsize > GUARD_MAX_BYTES:
+            return func(*args, **kwargs)
         guard = max(GUARD_MIN, shape[-1] if shape else 1)
         buffer = func([size + guard], **kwargs)
         buffer.fill_(float("nan"))
@@ -74,6 +80,9 @@ class GuardAllocations(DispatchMode):
         return buffer[:size].view(shape)
 
 
+def _dtype(kwargs: dict) -> torch.dtype:
+    return kwargs.get("dtype") or torch.get_default_dtype()
+
+
 def _floating(kwargs: dict) -> bool:
-    dtype = kwargs.get("dtype") or torch.get_default_dtype()
-    return dtype.is_floating_point
+    return _dtype(kwargs).is_floating_point
