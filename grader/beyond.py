@@ -168,11 +168,17 @@ def softmax_chunks_kernel(X, Y, M, N, SR, SC, ROWS: tl.constexpr, BLOCK_N: tl.co
 
 
 @triton.jit
+def safe_shift(top):
+    # What to subtract before exp: the running max, or 0 while a row has seen only -inf
+    # (exp(-inf - -inf) would be NaN).
+    return tl.where(top == -float("inf"), 0.0, top)
+
+
+@triton.jit
 def online_step(top, total, x):
-    # Fold a tile into each row's running max and sum. While a row has seen only -inf, shift
-    # by 0: exp(-inf - -inf) would be NaN.
+    # Fold a tile into each row's running max and sum.
     new_top = tl.maximum(top, tl.max(x, axis=1))
-    shift = tl.where(new_top == -float("inf"), 0.0, new_top)
+    shift = safe_shift(new_top)
     return new_top, total * tl.exp(top - shift) + tl.sum(tl.exp(x - shift[:, None]), axis=1)
 
 
@@ -219,7 +225,7 @@ def normalize_kernel(
     held = (splits[:, None] < SPLITS) & (rows[None, :] < M)
     tops = tl.load(TOP + at, mask=held, other=-float("inf"))
     top = tl.max(tops, axis=0)
-    shift = tl.where(top == -float("inf"), 0.0, top)
+    shift = safe_shift(top)
     total = tl.sum(tl.load(TOTAL + at, mask=held, other=0.0) * tl.exp(tops - shift[None, :]), 0)
     chunk = tl.arange(0, BLOCK_N)
     last = part * SPAN + SPAN - BLOCK_N
@@ -264,7 +270,7 @@ EVIDENCE_SHAPES = ((4096, 4096), (65536, 512), (2048, 16384), (16384, 1000))
 def evidence(shapes=EVIDENCE_SHAPES, num_warps: int = 4) -> list[str]:
     """The global loads each planned launch's kernel asks for, from its PTX compiled ahead
     of time for sm_90 (no GPU needed), one line per shape and layout."""
-    from learning.workshops.notebook.evidence import load_summaries
+    from learning.workshops.notebook.evidence import launch_job, load_summaries
 
     launches = []
     for m, n in shapes:
@@ -278,7 +284,9 @@ def evidence(shapes=EVIDENCE_SHAPES, num_warps: int = 4) -> list[str]:
                 kernel, pointers, ints = row_stats_kernel, 3, [*ints, tiles.span]
             else:
                 kernel, pointers = softmax_chunks_kernel if tiles.loop else softmax_tile_kernel, 2
-            job = _job(pointers, ints, [tiles.rows, tiles.block_n], tiles.num_warps)
+            job = launch_job(
+                "fp32", pointers, ints, [tiles.rows, tiles.block_n], tiles.num_warps, 90
+            )
             launches.append((f"{m}x{n} {layout}", tiles, kernel, job))
     lines = []
     for kernel in dict.fromkeys(k for *_, k, _ in launches):
@@ -293,28 +301,6 @@ def evidence(shapes=EVIDENCE_SHAPES, num_warps: int = 4) -> list[str]:
                 f"{tiles.num_warps} warps: loads {loads}"
             )
     return lines
-
-
-def _job(pointers: int, ints: list[int], constexprs: list[int], num_warps: int) -> dict:
-    """A launch as Triton's launcher specializes it: 16-byte aligned fp32 pointers, an int
-    equal to 1 made the constant 1, ints that are multiples of 16 marked divisible by 16."""
-    types, fixed, divisible = ["*fp32"] * pointers, [], list(range(pointers))
-    for index, value in enumerate(ints, start=pointers):
-        types.append("constexpr" if value == 1 else "i32")
-        if value == 1:
-            fixed.append([index, 1])
-        elif value % 16 == 0:
-            divisible.append(index)
-    for index, value in enumerate(constexprs, start=pointers + len(ints)):
-        types.append("constexpr")
-        fixed.append([index, value])
-    return {
-        "types": types,
-        "constexprs": fixed,
-        "divisible": divisible,
-        "num_warps": num_warps,
-        "arch": 90,
-    }
 
 
 if __name__ == "__main__":  # writes the file the notebook's beyond section prints

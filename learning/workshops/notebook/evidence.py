@@ -149,11 +149,35 @@ def compare_specializations(
 
 
 def load_summaries(kernel: object, jobs: list[dict], dtype: str) -> list[LoadSummary]:
-    """Load summaries of `kernel`, of any signature, for each job: `{"types": [...] one per
-    parameter ("*fp32", "i32", "constexpr"), "constexprs": [[index, value], ...], "divisible":
-    [indices of 16-divisible pointers and ints], "num_warps", "arch"}`, as Triton's launcher
-    would specialize them (used for kernels beyond the course's signature)."""
+    """Load summaries of `kernel`, of any signature, for each job (`launch_job`): for kernels
+    beyond the course's signature."""
     return [load_summary(ptx, dtype) for ptx in _compile(kernel, jobs, course=False)]
+
+
+def launch_job(
+    dtype: str, pointers: int, ints: list[int], constexprs: list[int], num_warps: int, arch: int
+) -> dict:
+    """A launch with `pointers` tensors, then `ints`, then `constexprs`, as Triton's launcher
+    specializes it: ints that fit 32 bits are i32, an int equal to 1 becomes the constant 1,
+    and pointers (torch allocations) and ints that are multiples of 16 get `tt.divisibility`
+    16; the job the child compiles."""
+    types, fixed, divisible = [f"*{dtype}"] * pointers, [], list(range(pointers))
+    for index, value in enumerate(ints, start=pointers):
+        types.append("constexpr" if value == 1 else "i32")
+        if value == 1:
+            fixed.append([index, 1])
+        elif value % 16 == 0:
+            divisible.append(index)
+    for index, value in enumerate(constexprs, start=pointers + len(ints)):
+        types.append("constexpr")
+        fixed.append([index, value])
+    return {
+        "types": types,
+        "constexprs": fixed,
+        "divisible": divisible,
+        "num_warps": num_warps,
+        "arch": arch,
+    }
 
 
 def _job(block: int, col_stride_one: bool, dtype: str, num_warps: int, arch: int) -> dict:
@@ -168,20 +192,11 @@ def _job(block: int, col_stride_one: bool, dtype: str, num_warps: int, arch: int
         raise ValueError(
             f"block must be a power of two, got {block!r}; use triton.next_power_of_2(N)."
         )
-    # What Triton's launcher derives from (x, y, SR, SC, N) for a (rows, block) input: ints
-    # that fit 32 bits are i32, an int equal to 1 becomes the constant 1, and pointers
-    # (torch allocations) and ints that are multiples of 16 get `tt.divisibility` 16.
-    pointer = f"*{dtype}"
-    types = [pointer, pointer, "i32", "constexpr" if col_stride_one else "i32", "i32", "constexpr"]
-    constexprs = [[5, block]] + ([[3, 1]] if col_stride_one else [])
-    divisible = [0, 1] + ([2, 4] if block % 16 == 0 else [])
-    return {
-        "types": types,
-        "constexprs": constexprs,
-        "divisible": divisible,
-        "num_warps": warps(num_warps),
-        "arch": arch,
-    }
+    # The launch (x, y, SR, SC, N, BLOCK) of a (rows, block) input: SR and N are multiples of
+    # 16 when block is (3 stands for any other size), SC is 1 or a run-time stride.
+    size = block if block % 16 == 0 else 3
+    ints = [size, 1 if col_stride_one else 3, size]
+    return launch_job(dtype, 2, ints, [block], warps(num_warps), arch)
 
 
 def _compile(kernel: object, jobs: list[dict], course: bool = True) -> list[str]:
