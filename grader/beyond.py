@@ -13,15 +13,23 @@ picks the tile from the strides (`plan`):
 - transposed-like (stride(0) == 1, stride(1) != 1) and narrow enough that a tile of 16 bytes
   of each column holds whole rows: one tile of TRANSPOSED_TILE elements, 16 to 128 bytes of
   each column, so the lanes run down the columns;
-- transposed-like and wider: the row is split across programs (`plan.splits`). A first
-  kernel reduces each program's 128-byte-tall block of its column span to a running max and
-  sum; a second combines a row's partial sums and writes exp(x - max) / sum, reading the
-  block again. Split rows keep SPLIT_PROGRAMS programs in flight even when a view has few
-  rows (2048 rows in blocks of 32 are only 64 programs), and the second kernel runs its
-  programs and chunks in reverse, so that it starts on the blocks the first read last,
-  still in L2 (58.5% of the roof against 57.3% in the forward order, 2048x16384; 57.9%
-  against 56.4%, 4096x4096). Split launches take SPLIT_WARPS whatever the caller asks: at
-  8 warps they measured 50%.
+- transposed-like and wider, on a GPU: a team (`team_softmax_kernel`). A block of 32 fp32
+  rows (128 bytes of each column) is held in registers by up to MOST_TEAM neighbouring
+  programs, 512 columns each; each publishes its partial max and sum, waits for the rest of
+  its team, and writes its columns. The block is read once. A team's members wait for each
+  other, so they must all be running: the team is named by program ids, and NVIDIA GPUs
+  start the programs of a 1-D grid in the order of their ids, so every team but the last
+  started is whole, and that one finishes as long as the GPU holds MOST_TEAM programs at
+  once. CUB's decoupled look-back relies on the same order, which its maintainers call not
+  strictly safe in the CUDA programming model but true of the hardware (NVIDIA/cub#245);
+  `plan(x, teams=False)` gives the split pair, which waits for nothing. Taking team tickets
+  from an atomic counter instead, safe in any order, cost 3 points (2048x16384: 59%);
+- transposed-like, wider still or in the interpreter (one program at a time, so no program
+  may wait for another): the split pair. A first kernel reduces each program's
+  128-byte-tall block of its column span to a running max and sum; a second combines a
+  row's partial sums and writes exp(x - max) / sum, reading the block again, in reverse
+  order, so that it starts on the blocks the first read last, still in L2 (1-2 points).
+  Split launches take SPLIT_WARPS whatever the caller asks: at 8 warps they measured 50%.
 
 The kernel text is the same in both orientations. Triton specializes a stride of 1 to a
 constant, learns from it which axis of the pointer tile is contiguous, and orders each load's
@@ -33,9 +41,11 @@ A row read twice (the chunk loop, the split pair) moves 3 x M x N x size bytes f
 most 2/3 of the roof, and only what the L2 (about 50 MB on an H200) still holds beats that.
 The sizes are those that were fastest in sweeps on an H200 (fp32, L2 flushed, against a
 device copy): 32 x 512 tiles at 92% of the roof for a 65536x512 transpose, 16 x 1024 at 78%
-for 16384x1000, 4 x 4096 at 62-63% for 4096x4096 (split rows: 58%), split rows at 59% for a
-2048x16384 transpose (the chunk loop: 43%; single tiles of 2 x 16384: 58%), whole
-16384-column rows at 95-99% for contiguous rows.
+for 16384x1000, 4 x 4096 at 62-64% for 4096x4096 (a team: 63-64%, the split pair: 58%),
+teams of 32 x 512 at 61-62% for a 2048x16384 transpose (the split pair: 58%; the same pair
+in one launch, the second read a few blocks behind the first: at most 60%), whole
+16384-column rows at 95-99% for contiguous rows. A team is slower than the pair past
+MOST_TEAM members (1024x32768: 54.5% against 58.6%).
 """
 
 from dataclasses import dataclass
@@ -45,7 +55,13 @@ import triton
 import triton.language as tl
 
 from learning.workshops.measuring.results import BEYOND_LOADS
-from learning.workshops.notebook.contracts import device_context, matrix, select_mode, warps
+from learning.workshops.notebook.contracts import (
+    device_context,
+    interpreter_active,
+    matrix,
+    select_mode,
+    warps,
+)
 
 select_mode(verbose=False)
 
@@ -71,6 +87,13 @@ SPLIT_WARPS = 4
 """Warps of each split program (32 x 128 fp32: 32 values a thread)."""
 SPLIT_PROGRAMS = 4096
 """Programs a split launch aims for: many per SM, whatever the number of rows."""
+TEAM_TILE = 16384
+"""Elements a team member holds in registers: 32 x 512 fp32, 128 values a thread at 4 warps."""
+MOST_TEAM = 32
+"""The most programs of a team; wider rows take the split pair. A team waits for all its
+members, so a GPU must hold that many programs at once: one per SM is 132 on an H200."""
+TEAM_WARPS = 4
+"""Warps of each team member (8 measured 1-3 points slower for 2048x16384 fp32)."""
 ROW_MAJOR, COLUMN_MAJOR = "columns", "rows"
 """The axis neighbouring lanes follow: along a row (contiguous rows) or down a column."""
 
@@ -79,7 +102,8 @@ ROW_MAJOR, COLUMN_MAJOR = "columns", "rows"
 class Plan:
     """How one launch tiles the view: `rows` per program, `block_n` columns per tile, the axis
     neighbouring lanes follow, whether a row takes several tiles (`loop`), the programs a row
-    is split across (`splits`, each `span` columns) and the warps a program gets."""
+    is split across (`splits`, each `span` columns), the warps a program gets, and whether
+    the splits are a `team` (one launch, each row read once) rather than the split pair."""
 
     rows: int
     block_n: int
@@ -88,18 +112,28 @@ class Plan:
     splits: int = 1
     span: int = 0
     num_warps: int = 4
+    team: bool = False
 
 
-def plan(x: torch.Tensor, num_warps: int = 4, max_block_n: int = MAX_BLOCK_N) -> Plan:
+def plan(
+    x: torch.Tensor,
+    num_warps: int = 4,
+    max_block_n: int = MAX_BLOCK_N,
+    teams: bool | None = None,
+) -> Plan:
     """The tile for the 2-D view `x`, from its shape, strides and element size; `max_block_n`
-    caps a tile's width (tests force the loops with a small one)."""
+    caps a tile's width (tests force the loops with a small one). `teams`: whether programs
+    may wait for each other, by default on a GPU and not in the interpreter, which runs one
+    program at a time."""
+    if teams is None:
+        teams = not interpreter_active()
     if max_block_n < 1 or max_block_n & (max_block_n - 1):
         raise ValueError(f"max_block_n must be a power of two, got {max_block_n}; try 4096.")
     m, n = x.shape
     width = triton.next_power_of_2(n)
     all_rows = triton.next_power_of_2(max(m, 1))
     if x.stride(0) == 1 and x.stride(1) != 1:
-        return _column_major(m, n, x.element_size(), all_rows, num_warps, max_block_n)
+        return _column_major(m, n, x.element_size(), all_rows, num_warps, max_block_n, teams)
     threads = 32 * num_warps
     block_n = width if width <= max_block_n else min(max_block_n, ELEMENTS_PER_THREAD * threads)
     rows = min(max(1, VECTOR_BYTES // x.element_size() * threads // block_n), all_rows)
@@ -109,9 +143,10 @@ def plan(x: torch.Tensor, num_warps: int = 4, max_block_n: int = MAX_BLOCK_N) ->
     return Plan(rows, block_n, ROW_MAJOR, False, num_warps=min(32, max(num_warps, needed)))
 
 
-def _column_major(m, n, size, all_rows, num_warps, max_block_n) -> Plan:
+def _column_major(m, n, size, all_rows, num_warps, max_block_n, teams) -> Plan:
     """A transposed-like view's plan: one tile of whole rows when 16 bytes of each column
-    fit, else rows split across programs in 128-byte-tall blocks."""
+    fit, else rows split across programs in 128-byte-tall blocks: a team when `teams` and
+    at most MOST_TEAM spans, else the split pair."""
     fewest, most = (max(1, run // size) for run in RUN_BYTES)
     width = triton.next_power_of_2(n)
     if width <= max_block_n and fewest * width <= TRANSPOSED_TILE:
@@ -119,6 +154,9 @@ def _column_major(m, n, size, all_rows, num_warps, max_block_n) -> Plan:
         needed = rows * width // TILE_PER_THREAD // 32
         return Plan(rows, width, COLUMN_MAJOR, False, num_warps=min(32, max(num_warps, needed)))
     rows = min(most, all_rows)
+    span = min(TEAM_TILE // rows, max_block_n, width)
+    if teams and triton.cdiv(n, span) <= MOST_TEAM:
+        return Plan(rows, span, COLUMN_MAJOR, False, triton.cdiv(n, span), span, TEAM_WARPS, True)
     block_n = min(SPLIT_BLOCK_N, max_block_n, width)
     chunks = triton.cdiv(n, block_n)
     wanted = triton.cdiv(SPLIT_PROGRAMS, triton.cdiv(m, rows))
@@ -200,6 +238,19 @@ def row_stats_kernel(X, TOP, TOTAL, M, N, SR, SC, SPAN, ROWS: tl.constexpr, BLOC
 
 
 @triton.jit
+def combine(TOP, TOTAL, rows, M, PARTS, PARTS_P2: tl.constexpr):
+    # Each row's max and sum from the PARTS partial ones at TOP[j, rows] and TOTAL[j, rows],
+    # read from L2 (.cg): they were written by other programs, and an L1 line may be stale.
+    parts = tl.arange(0, PARTS_P2)
+    at = parts[:, None] * M + rows[None, :]
+    held = (parts[:, None] < PARTS) & (rows[None, :] < M)
+    tops = tl.load(TOP + at, mask=held, other=-float("inf"), cache_modifier=".cg")
+    top = tl.max(tops, axis=0)
+    totals = tl.load(TOTAL + at, mask=held, other=0.0, cache_modifier=".cg")
+    return top, tl.sum(totals * tl.exp(tops - safe_shift(top)[None, :]), 0)
+
+
+@triton.jit
 def normalize_kernel(
     X,
     Y,
@@ -220,13 +271,7 @@ def normalize_kernel(
     block = tl.num_programs(0) - 1 - tl.program_id(0)
     part = tl.num_programs(1) - 1 - tl.program_id(1)
     rows = block.to(tl.int64) * ROWS + tl.arange(0, ROWS)
-    splits = tl.arange(0, SPLITS_P2)
-    at = splits[:, None] * M + rows[None, :]
-    held = (splits[:, None] < SPLITS) & (rows[None, :] < M)
-    tops = tl.load(TOP + at, mask=held, other=-float("inf"))
-    top = tl.max(tops, axis=0)
-    shift = safe_shift(top)
-    total = tl.sum(tl.load(TOTAL + at, mask=held, other=0.0) * tl.exp(tops - shift[None, :]), 0)
+    top, total = combine(TOP, TOTAL, rows, M, SPLITS, SPLITS_P2)
     chunk = tl.arange(0, BLOCK_N)
     last = part * SPAN + SPAN - BLOCK_N
     for back in tl.range(0, SPAN, BLOCK_N):
@@ -236,24 +281,109 @@ def normalize_kernel(
         tl.store(Y + rows[:, None] * N + cols[None, :], y.to(Y.dtype.element_ty), mask=mask)
 
 
+@triton.jit
+def team_softmax_kernel(
+    X,
+    Y,
+    TOP,
+    TOTAL,
+    COUNTS,
+    M,
+    N,
+    SR,
+    SC,
+    TEAM,
+    ROWS: tl.constexpr,
+    SPAN: tl.constexpr,
+    TEAM_P2: tl.constexpr,
+):
+    # A block of ROWS rows is read once, by a team of TEAM neighbouring programs that each hold
+    # SPAN columns of it in registers: each publishes its partial max and sum, waits until the
+    # whole team has, combines them and writes its columns. COUNTS[2 * block] counts the
+    # arrivals, COUNTS[2 * block + 1] the departures; the last to leave sets both back to 0,
+    # so the counters are zero again after every launch.
+    block = tl.program_id(0) // TEAM
+    member = tl.program_id(0) % TEAM
+    rows = block.to(tl.int64) * ROWS + tl.arange(0, ROWS)
+    cols = member * SPAN + tl.arange(0, SPAN)
+    x, mask = load_tile(X, rows, cols, M, N, SR, SC)
+    top = tl.max(x, axis=1)
+    at = member * M + rows
+    tl.store(TOP + at, top, mask=rows < M)
+    tl.store(TOTAL + at, tl.sum(tl.exp(x - safe_shift(top)[:, None]), axis=1), mask=rows < M)
+    arrived = COUNTS + 2 * block
+    tl.debug_barrier()  # every thread's stores before the count that publishes them
+    tl.atomic_add(arrived, 1, sem="release")
+    while tl.load(arrived, volatile=True) < TEAM:
+        pass
+    tl.atomic_add(arrived, 0, sem="acquire")
+    top, total = combine(TOP, TOTAL, rows, M, TEAM, TEAM_P2)
+    y = tl.exp(x - top[:, None]) * (1.0 / tl.where(rows < M, total, 1.0))[:, None]
+    tl.store(Y + rows[:, None] * N + cols[None, :], y.to(Y.dtype.element_ty), mask=mask)
+    tl.debug_barrier()  # every thread is past the wait before this program counts as gone
+    if tl.atomic_add(arrived + 1, 1) == TEAM - 1:
+        tl.atomic_xchg(arrived, 0)
+        tl.atomic_xchg(arrived + 1, 0)
+
+
+_COUNTERS: dict[tuple, torch.Tensor] = {}
+"""Zeroed team counters, one buffer per device and stream; every launch leaves them zero."""
+
+
+def team_counters(device: torch.device, blocks: int) -> torch.Tensor:
+    """At least 2 x `blocks` zeroed int32 counters for a team launch on `device`'s current
+    stream, kept between launches (a fresh torch.zeros took 3.6 us of a 110 us launch)."""
+    stream = torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else 0
+    key = (device, stream)
+    counters = _COUNTERS.get(key)
+    if counters is None or counters.numel() < 2 * blocks:
+        counters = _COUNTERS[key] = torch.zeros(2 * blocks, dtype=torch.int32, device=device)
+    return counters
+
+
 def strided_softmax(x, num_warps=4, *, max_block_n=MAX_BLOCK_N):
     """Row softmax of any 2-D view, as a new contiguous tensor of x's dtype, tiled by `plan`."""
-    M, N = matrix(x)
+    matrix(x)
     warps(num_warps)
+    return softmax_by_plan(x, plan(x, num_warps, max_block_n))
+
+
+def softmax_by_plan(x: torch.Tensor, tiles: Plan) -> torch.Tensor:
+    """Row softmax of the 2-D view `x` launched as `tiles` says (tests pick their own plans)."""
+    M, N = x.shape
     y = torch.empty((M, N), dtype=x.dtype, device=x.device)
     if M == 0:
         return y
-    tiles = plan(x, num_warps, max_block_n)
+    if tiles.team and tiles.splits > 1 and interpreter_active():
+        raise ValueError(
+            f"a team of {tiles.splits} programs waits for all its members, and the interpreter "
+            "runs one program at a time, so it would wait forever; plan with teams=False."
+        )
     shape = dict(ROWS=tiles.rows, BLOCK_N=tiles.block_n, num_warps=tiles.num_warps)
     row_blocks = triton.cdiv(M, tiles.rows)  # grid axis 0: axes 1 and 2 stop at 65535 programs
     strides = (M, N, x.stride(0), x.stride(1))
     with device_context(x):
-        if tiles.splits > 1:
+        if tiles.splits > 1 or tiles.team:
             top = torch.empty((tiles.splits, M), dtype=torch.float32, device=x.device)
             total = torch.empty_like(top)
+            splits_p2 = triton.next_power_of_2(tiles.splits)
+        if tiles.team:
+            team_softmax_kernel[(row_blocks * tiles.splits,)](
+                x,
+                y,
+                top,
+                total,
+                team_counters(x.device, row_blocks),
+                *strides,
+                tiles.splits,
+                ROWS=tiles.rows,
+                SPAN=tiles.span,
+                TEAM_P2=splits_p2,
+                num_warps=tiles.num_warps,
+            )
+        elif tiles.splits > 1:
             grid = (row_blocks, tiles.splits)
             row_stats_kernel[grid](x, top, total, *strides, tiles.span, **shape)
-            splits_p2 = triton.next_power_of_2(tiles.splits)
             normalize_kernel[grid](
                 x, y, top, total, *strides, tiles.span, tiles.splits, SPLITS_P2=splits_p2, **shape
             )
@@ -278,15 +408,19 @@ def evidence(shapes=EVIDENCE_SHAPES, num_warps: int = 4) -> list[str]:
             ("transposed", torch.empty(n, m, device="meta").t()),
             ("contiguous", torch.empty(m, n, device="meta")),
         ):
-            tiles = plan(x, num_warps)
+            tiles = plan(x, num_warps, teams=True)
             ints = [m, n, x.stride(0), x.stride(1)]
-            if tiles.splits > 1:
+            counters = 0
+            if tiles.team:
+                kernel, pointers, counters = team_softmax_kernel, 5, 1
+                ints, constexprs = [*ints, tiles.splits], [tiles.rows, tiles.span, tiles.splits]
+            elif tiles.splits > 1:
                 kernel, pointers, ints = row_stats_kernel, 3, [*ints, tiles.span]
+                constexprs = [tiles.rows, tiles.block_n]
             else:
                 kernel, pointers = softmax_chunks_kernel if tiles.loop else softmax_tile_kernel, 2
-            job = launch_job(
-                "fp32", pointers, ints, [tiles.rows, tiles.block_n], tiles.num_warps, 90
-            )
+                constexprs = [tiles.rows, tiles.block_n]
+            job = launch_job("fp32", pointers, ints, constexprs, tiles.num_warps, 90, counters)
             launches.append((f"{m}x{n} {layout}", tiles, kernel, job))
     lines = []
     for kernel in dict.fromkeys(k for *_, k, _ in launches):

@@ -13,23 +13,37 @@ import triton
 
 from grader.beyond import (
     COLUMN_MAJOR,
+    MOST_TEAM,
     ROW_MAJOR,
     SPLIT_PROGRAMS,
     SPLIT_WARPS,
+    TEAM_WARPS,
     Plan,
     plan,
+    softmax_by_plan,
     strided_softmax,
 )
 from grader.grading.hidden import Draw, hidden_cases
 from learning.workshops.checking.cases import Case, CaseResult, suite
 from learning.workshops.checking.hints import diagnose
 from learning.workshops.checking.launches import count_launches
+from learning.workshops.notebook.contracts import matrix, warps
 from learning.workshops.notebook.testing import run_cases
 
 SEED = 20261130
 OP = "strided_softmax"
 LOOPING = partial(strided_softmax, max_block_n=16)
 """The kernel with a 16-column tile cap, so that every row wider than 16 takes the loop."""
+
+
+def team_of_one(x: torch.Tensor, num_warps: int = 4) -> torch.Tensor:
+    """The team kernel with one member holding whole rows: the team the interpreter can run
+    (it runs one program at a time, and a member waits for its whole team)."""
+    m, n = matrix(x)
+    warps(num_warps)
+    width = triton.next_power_of_2(n)
+    rows = min(8, triton.next_power_of_2(max(m, 1)))
+    return softmax_by_plan(x, Plan(rows, width, COLUMN_MAJOR, False, 1, width, num_warps, True))
 
 
 def failures(results: list[CaseResult]) -> list[str]:
@@ -88,6 +102,22 @@ def test_looping_kernel_passes_audited_cases():
     assert diagnose(results) == []
 
 
+def test_team_kernel_passes_audited_cases():
+    """Does the team kernel, as a team of one, pass the public cases and the wide ones, the
+    audit finding each element written once and no load outside the view?"""
+    results = run_cases(team_of_one, OP, suite(OP, None, "cpu") + list(WIDE_CASES), seed=SEED)
+    assert failures(results) == []
+    assert diagnose(results) == []
+
+
+def test_a_team_is_refused_in_the_interpreter():
+    """Is a team of several programs refused in the interpreter, which would wait forever,
+    with what to do instead?"""
+    tiles = Plan(4, 16, COLUMN_MAJOR, False, 2, 16, 4, team=True)
+    with pytest.raises(ValueError, match="interpreter runs one program at a time.*teams=False"):
+        softmax_by_plan(torch.randn(30, 3).t(), tiles)
+
+
 # --- The tile plan -------------------------------------------------------------------------
 
 
@@ -108,9 +138,27 @@ def test_transposed_view_gets_many_rows_per_tile():
     assert plan(view("transpose", 4096, 4096)) == Plan(4, 4096, COLUMN_MAJOR, loop=False)
 
 
+def test_wide_transposed_rows_take_a_team_on_a_gpu():
+    """On a GPU, is a transposed row too wide for 16 bytes of each column read once by a team
+    of programs holding 32 fp32 rows (64 fp16) of 512 columns (256), up to MOST_TEAM of them,
+    and a wider row split into the pair?"""
+    assert plan(view("transpose", 2048, 16384), teams=True) == Plan(
+        32, 512, COLUMN_MAJOR, False, splits=32, span=512, num_warps=TEAM_WARPS, team=True
+    )
+    half = plan(view("transpose", 2048, 8192, torch.float16), teams=True)
+    assert (half.rows, half.span, half.splits, half.team) == (64, 256, 32, True)
+    assert plan(view("transpose", 3, 5000), teams=True) == Plan(
+        4, 4096, COLUMN_MAJOR, False, splits=2, span=4096, num_warps=TEAM_WARPS, team=True
+    )
+    assert plan(view("transpose", 64, 512 * MOST_TEAM), teams=True).team
+    widest = plan(view("transpose", 64, 512 * MOST_TEAM + 1), teams=True)
+    assert not widest.team and widest.loop and widest.splits > 1
+
+
 def test_wide_transposed_rows_are_split_across_programs():
     """Is a transposed row too wide for 16 bytes of each column split into spans of 128-column
-    chunks, in 32-row blocks, about SPLIT_PROGRAMS programs in all?"""
+    chunks, in 32-row blocks, about SPLIT_PROGRAMS programs in all, where programs cannot
+    wait for each other (the interpreter)?"""
     tiles = plan(view("transpose", 2048, 16384))
     assert tiles == Plan(32, 128, COLUMN_MAJOR, True, splits=64, span=256)
     assert triton.cdiv(2048, tiles.rows) * tiles.splits == SPLIT_PROGRAMS
@@ -156,6 +204,8 @@ def test_tiles_stay_within_the_register_budget(layout, num_warps):
         per_thread = 32 if tiles.loop else 128
         assert tiles.rows * tiles.block_n <= per_thread * 32 * tiles.num_warps
         assert tiles.num_warps >= (SPLIT_WARPS if tiles.splits > 1 else num_warps)
+        team = plan(view(layout, rows, cols), num_warps, teams=True)
+        assert team.rows * team.block_n <= 128 * 32 * team.num_warps
         assert triton.next_power_of_2(tiles.rows) == tiles.rows
         assert triton.next_power_of_2(tiles.block_n) == tiles.block_n
         assert tiles.loop == (tiles.block_n < cols)
@@ -226,11 +276,38 @@ def test_wide_loop_matches_torch_in_float64(layout, dtype):
 
 def test_the_recorded_loads_are_what_the_compiler_gives():
     """Are the loads the notebook's beyond section prints (beyond_loads.txt) what compiling
-    the planned launches for sm_90 gives now: 128-bit loads for the split row's stats and for
+    the planned launches for sm_90 gives now: 128-bit loads for the team's tiles and for
     whole 16384-column rows?"""
     from grader.beyond import evidence
     from learning.workshops.measuring.results import BEYOND_LOADS
 
     lines = evidence(shapes=((2048, 16384),))
     assert len(lines) == 2 and set(lines) <= set(BEYOND_LOADS.read_text().splitlines())
-    assert any("row_stats_kernel 32 x 128, 4 warps: loads 8 of 128 bits" in line for line in lines)
+    team = "team_softmax_kernel 32 x 512, 4 warps: loads 36 of 128 bits"
+    assert any(team in line for line in lines)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_every_plan_computes_wide_views_on_the_gpu():
+    """On a GPU, do the team (a transposed row of 5000 to 32768 columns), the split pair
+    (wider) and the single tiles match torch in float64, with -inf and ±1e4 rows, twice over
+    (a team leaves its counters zero for the next launch)?"""
+    from learning.workshops.notebook.testing import expect_cases
+
+    expect_cases(strided_softmax, OP)
+    hidden = run_cases(strided_softmax, OP, hidden_cases(OP, Draw("a secret", "a student")))
+    assert failures(hidden) == []
+    g = torch.Generator(device="cuda").manual_seed(SEED)
+    shapes = ((2048, 16384), (37, 5000), (1000, 32768), (64, 40000), (4096, 4096), (65536, 512))
+    for rows, cols in shapes:
+        for dtype in (torch.float32, torch.float16):
+            base = torch.randn(cols, rows, generator=g, device="cuda", dtype=torch.float64)
+            base[:40, 1] = float("-inf")
+            base[:, 2] = base[:, 2].sign() * 1e4
+            x = base.to(dtype).t()
+            expected = torch.softmax(x.double(), dim=1)
+            atol = 1e-6 if dtype == torch.float32 else 1e-3
+            for _ in range(2):
+                out = strided_softmax(x)
+                torch.testing.assert_close(out.double(), expected, rtol=0, atol=atol)

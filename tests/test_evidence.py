@@ -90,6 +90,36 @@ def test_interpreter_mode_is_untouched():
         torch.testing.assert_close(strided_softmax(x), torch.softmax(x, dim=1))
 
 
+@triton.jit
+def load_at(X, SC, cols, N):
+    return tl.load(X + cols * SC, mask=cols < N, other=-float("inf"))
+
+
+@triton.jit
+def row_max(X, SC, cols, N):
+    return tl.max(load_at(X, SC, cols, N), axis=0)
+
+
+@triton.jit
+def row_exp(X, SC, cols, N, top):
+    return tl.exp(load_at(X, SC, cols, N) - top)
+
+
+@triton.jit
+def shared_helper_kernel(X, Y, SR, SC, N, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    numerator = row_exp(X + row * SR, SC, cols, N, row_max(X + row * SR, SC, cols, N))
+    tl.store(Y + row * N + cols, numerator / tl.sum(numerator, axis=0), mask=cols < N)
+
+
+def test_a_helper_two_helpers_call_is_shipped_to_both():
+    """Does a kernel whose two helpers both call a third compile (the third was once shipped
+    only to the first helper that named it, and the second failed with a NameError)?"""
+    summary = load_summary(compile_ptx(shared_helper_kernel, block=1024, col_stride_one=True))
+    assert summary.loads_by_width
+
+
 # --- errors --------------------------------------------------------------------------------
 
 

@@ -155,13 +155,20 @@ def load_summaries(kernel: object, jobs: list[dict], dtype: str) -> list[LoadSum
 
 
 def launch_job(
-    dtype: str, pointers: int, ints: list[int], constexprs: list[int], num_warps: int, arch: int
+    dtype: str,
+    pointers: int,
+    ints: list[int],
+    constexprs: list[int],
+    num_warps: int,
+    arch: int,
+    counters: int = 0,
 ) -> dict:
-    """A launch with `pointers` tensors, then `ints`, then `constexprs`, as Triton's launcher
-    specializes it: ints that fit 32 bits are i32, an int equal to 1 becomes the constant 1,
-    and pointers (torch allocations) and ints that are multiples of 16 get `tt.divisibility`
-    16; the job the child compiles."""
-    types, fixed, divisible = [f"*{dtype}"] * pointers, [], list(range(pointers))
+    """A launch with `pointers` tensors (the last `counters` of them int32), then `ints`, then
+    `constexprs`, as Triton's launcher specializes it: ints that fit 32 bits are i32, an int
+    equal to 1 becomes the constant 1, and pointers (torch allocations) and ints that are
+    multiples of 16 get `tt.divisibility` 16; the job the child compiles."""
+    types = [f"*{dtype}"] * (pointers - counters) + ["*i32"] * counters
+    fixed, divisible = [], list(range(pointers))
     for index, value in enumerate(ints, start=pointers):
         types.append("constexpr" if value == 1 else "i32")
         if value == 1:
@@ -237,8 +244,9 @@ def _check_signature(fn: object) -> None:
 
 
 def _kernel_spec(fn: object, seen: set[int]) -> dict:
-    """What the child needs to rebuild `fn`: its def source and the globals it reads."""
-    seen.add(id(fn))
+    """What the child needs to rebuild `fn`: its def source and the globals it reads. `seen`
+    holds the helpers being built above it: a helper two others call is shipped to both."""
+    seen = seen | {id(fn)}
     closure = inspect.getclosurevars(fn)
     names = {**closure.globals, **closure.nonlocals}
     shipped = {name: _global_spec(value, seen) for name, value in names.items()}
