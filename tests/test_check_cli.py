@@ -10,6 +10,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from in_process import run_main
 
 from grader.zoo import BUGS, REFERENCE, write_bug
 
@@ -19,10 +20,19 @@ SOURCE = REPO / "source" / "i1_strided_softmax" / "strided_softmax.ipynb"
 
 
 def check(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
+    """The check command run in this process from `cwd` (test_reference_passes_with_exit_zero
+    runs it as a module, as students do)."""
+    from learning.workshops.check import main
+
+    return run_main(main, args, cwd)
+
+
+def check_module(*args: str) -> subprocess.CompletedProcess:
+    """`python -m learning.workshops.check` itself, in a new process."""
     env = dict(os.environ, PYTHONPATH=str(REPO))
     return subprocess.run(
         [sys.executable, "-m", "learning.workshops.check", *args],
-        cwd=cwd,
+        cwd=REPO,
         env=env,
         capture_output=True,
         text=True,
@@ -35,8 +45,8 @@ def bug(name: str, folder: Path) -> Path:
 
 
 def test_reference_passes_with_exit_zero():
-    """Does the reference pass every public case, exit 0, and say so?"""
-    done = check("strided_softmax", "--impl", str(REFERENCE))
+    """Run as students run it, does the reference pass every public case, exit 0, and say so?"""
+    done = check_module("strided_softmax", "--impl", str(REFERENCE))
     assert done.returncode == 0, done.stdout + done.stderr
     assert "All cases pass." in done.stdout
     assert "FAIL" not in done.stdout

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from in_process import run_main
 
 from grader import course, parallel, sample_cohort
 
@@ -385,10 +386,8 @@ def test_a_locked_gradebook_regrades_the_student(tmp_path):
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=str(parallel.REPO))
-    return subprocess.run(
-        [sys.executable, "-m", "grader.parallel", *args], env=env, capture_output=True, text=True
-    )
+    """`python -m grader.parallel` run in this process."""
+    return run_main(parallel.main, args)
 
 
 def test_cli_refuses_an_unknown_student(cohort):
