@@ -22,7 +22,9 @@ picks the tile from the strides (`plan`):
   started is whole, and that one finishes as long as the GPU holds MOST_TEAM programs at
   once. CUB's decoupled look-back relies on the same order, which its maintainers call not
   strictly safe in the CUDA programming model but true of the hardware (NVIDIA/cub#245);
-  `plan(x, teams=False)` gives the split pair, which waits for nothing. Taking team tickets
+  A team is never larger than the GPU's SMs, each of which holds at least one member at a
+  time (132 on an H200; a smaller GPU gets smaller teams or the pair), and `plan(x, teams=1)`
+  gives the split pair, which waits for nothing. Taking team tickets
   from an atomic counter instead, safe in any order, cost 3 points (2048x16384: 59%);
 - transposed-like, wider still or in the interpreter (one program at a time, so no program
   may wait for another): the split pair. A first kernel reduces each program's
@@ -119,14 +121,13 @@ def plan(
     x: torch.Tensor,
     num_warps: int = 4,
     max_block_n: int = MAX_BLOCK_N,
-    teams: bool | None = None,
+    teams: int | None = None,
 ) -> Plan:
     """The tile for the 2-D view `x`, from its shape, strides and element size; `max_block_n`
-    caps a tile's width (tests force the loops with a small one). `teams`: whether programs
-    may wait for each other, by default on a GPU and not in the interpreter, which runs one
-    program at a time."""
+    caps a tile's width (tests force the loops with a small one). `teams`: the most programs
+    that may wait for each other, by default `team_limit(x.device)`."""
     if teams is None:
-        teams = not interpreter_active()
+        teams = team_limit(x.device)
     if max_block_n < 1 or max_block_n & (max_block_n - 1):
         raise ValueError(f"max_block_n must be a power of two, got {max_block_n}; try 4096.")
     m, n = x.shape
@@ -143,10 +144,21 @@ def plan(
     return Plan(rows, block_n, ROW_MAJOR, False, num_warps=min(32, max(num_warps, needed)))
 
 
+def team_limit(device: torch.device) -> int:
+    """The most programs of a team on `device`: MOST_TEAM, but no more than a CUDA device's
+    SMs (each holds one member at least, so a whole team runs at once), and 1 in the
+    interpreter, which runs one program at a time."""
+    if interpreter_active():
+        return 1
+    if device.type == "cuda":
+        return min(MOST_TEAM, torch.cuda.get_device_properties(device).multi_processor_count)
+    return MOST_TEAM
+
+
 def _column_major(m, n, size, all_rows, num_warps, max_block_n, teams) -> Plan:
     """A transposed-like view's plan: one tile of whole rows when 16 bytes of each column
-    fit, else rows split across programs in 128-byte-tall blocks: a team when `teams` and
-    at most MOST_TEAM spans, else the split pair."""
+    fit, else rows split across programs in 128-byte-tall blocks: a team when at most
+    `teams` spans (and MOST_TEAM) cover a row, else the split pair."""
     fewest, most = (max(1, run // size) for run in RUN_BYTES)
     width = triton.next_power_of_2(n)
     if width <= max_block_n and fewest * width <= TRANSPOSED_TILE:
@@ -155,7 +167,7 @@ def _column_major(m, n, size, all_rows, num_warps, max_block_n, teams) -> Plan:
         return Plan(rows, width, COLUMN_MAJOR, False, num_warps=min(32, max(num_warps, needed)))
     rows = min(most, all_rows)
     span = min(TEAM_TILE // rows, max_block_n, width)
-    if teams and triton.cdiv(n, span) <= MOST_TEAM:
+    if 1 < triton.cdiv(n, span) <= min(teams, MOST_TEAM):
         return Plan(rows, span, COLUMN_MAJOR, False, triton.cdiv(n, span), span, TEAM_WARPS, True)
     block_n = min(SPLIT_BLOCK_N, max_block_n, width)
     chunks = triton.cdiv(n, block_n)
@@ -357,7 +369,7 @@ def softmax_by_plan(x: torch.Tensor, tiles: Plan) -> torch.Tensor:
     if tiles.team and tiles.splits > 1 and interpreter_active():
         raise ValueError(
             f"a team of {tiles.splits} programs waits for all its members, and the interpreter "
-            "runs one program at a time, so it would wait forever; plan with teams=False."
+            "runs one program at a time, so it would wait forever; plan with teams=1."
         )
     shape = dict(ROWS=tiles.rows, BLOCK_N=tiles.block_n, num_warps=tiles.num_warps)
     row_blocks = triton.cdiv(M, tiles.rows)  # grid axis 0: axes 1 and 2 stop at 65535 programs
@@ -408,7 +420,7 @@ def evidence(shapes=EVIDENCE_SHAPES, num_warps: int = 4) -> list[str]:
             ("transposed", torch.empty(n, m, device="meta").t()),
             ("contiguous", torch.empty(m, n, device="meta")),
         ):
-            tiles = plan(x, num_warps, teams=True)
+            tiles = plan(x, num_warps, teams=MOST_TEAM)
             ints = [m, n, x.stride(0), x.stride(1)]
             counters = 0
             if tiles.team:

@@ -114,7 +114,7 @@ def test_a_team_is_refused_in_the_interpreter():
     """Is a team of several programs refused in the interpreter, which would wait forever,
     with what to do instead?"""
     tiles = Plan(4, 16, COLUMN_MAJOR, False, 2, 16, 4, team=True)
-    with pytest.raises(ValueError, match="interpreter runs one program at a time.*teams=False"):
+    with pytest.raises(ValueError, match="interpreter runs one program at a time.*teams=1"):
         softmax_by_plan(torch.randn(30, 3).t(), tiles)
 
 
@@ -142,17 +142,26 @@ def test_wide_transposed_rows_take_a_team_on_a_gpu():
     """On a GPU, is a transposed row too wide for 16 bytes of each column read once by a team
     of programs holding 32 fp32 rows (64 fp16) of 512 columns (256), up to MOST_TEAM of them,
     and a wider row split into the pair?"""
-    assert plan(view("transpose", 2048, 16384), teams=True) == Plan(
+    assert plan(view("transpose", 2048, 16384), teams=MOST_TEAM) == Plan(
         32, 512, COLUMN_MAJOR, False, splits=32, span=512, num_warps=TEAM_WARPS, team=True
     )
-    half = plan(view("transpose", 2048, 8192, torch.float16), teams=True)
+    half = plan(view("transpose", 2048, 8192, torch.float16), teams=MOST_TEAM)
     assert (half.rows, half.span, half.splits, half.team) == (64, 256, 32, True)
-    assert plan(view("transpose", 3, 5000), teams=True) == Plan(
+    assert plan(view("transpose", 3, 5000), teams=MOST_TEAM) == Plan(
         4, 4096, COLUMN_MAJOR, False, splits=2, span=4096, num_warps=TEAM_WARPS, team=True
     )
-    assert plan(view("transpose", 64, 512 * MOST_TEAM), teams=True).team
-    widest = plan(view("transpose", 64, 512 * MOST_TEAM + 1), teams=True)
+    assert plan(view("transpose", 64, 512 * MOST_TEAM), teams=MOST_TEAM).team
+    widest = plan(view("transpose", 64, 512 * MOST_TEAM + 1), teams=MOST_TEAM)
     assert not widest.team and widest.loop and widest.splits > 1
+
+
+def test_a_team_is_never_larger_than_the_programs_that_run_at_once():
+    """Does a GPU with fewer SMs than a team would need get the split pair, and a row that a
+    smaller team covers that team? (Members wait for each other: they must all be running.)"""
+    wide = view("transpose", 2048, 16384)
+    assert not plan(wide, teams=16).team
+    assert plan(view("transpose", 2048, 8192), teams=16).splits == 16
+    assert plan(wide).team is False  # the interpreter's limit: 1
 
 
 def test_wide_transposed_rows_are_split_across_programs():
@@ -204,7 +213,7 @@ def test_tiles_stay_within_the_register_budget(layout, num_warps):
         per_thread = 32 if tiles.loop else 128
         assert tiles.rows * tiles.block_n <= per_thread * 32 * tiles.num_warps
         assert tiles.num_warps >= (SPLIT_WARPS if tiles.splits > 1 else num_warps)
-        team = plan(view(layout, rows, cols), num_warps, teams=True)
+        team = plan(view(layout, rows, cols), num_warps, teams=MOST_TEAM)
         assert team.rows * team.block_n <= 128 * 32 * team.num_warps
         assert triton.next_power_of_2(tiles.rows) == tiles.rows
         assert triton.next_power_of_2(tiles.block_n) == tiles.block_n
