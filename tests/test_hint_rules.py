@@ -56,7 +56,8 @@ BLOCK_POINTERS = (
     "raised NotImplementedError: Block pointers have been removed in favor of the tensor "
     "descriptor API"
 )
-"""What Triton 3.9 raises for tl.make_block_ptr: not the stub, so not unfinished."""
+"""What Triton 3.9 raises for tl.make_block_ptr: not the stub, so not unfinished, but its
+own hint."""
 COMPILED_STUB = "raised CompilationError: at 3:4: unsupported AST node type: Raise"
 """The stub's `raise` as Triton's compiler refuses it on a GPU."""
 VALUES = "3 of 35 values differ"
@@ -73,6 +74,19 @@ ROWS = (
                 fail("transpose", Failure.EXCEPTION, "raised KeyError: 'BLOCK'"),
             ],
             [fail("contiguous", Failure.EXCEPTION, BLOCK_POINTERS)],
+        ),
+    ),
+    Row(
+        HintId.BLOCK_POINTERS,
+        (
+            [
+                fail("contiguous", Failure.EXCEPTION, BLOCK_POINTERS),
+                fail("transpose", Failure.EXCEPTION, BLOCK_POINTERS),
+            ],
+        ),
+        (
+            [fail("contiguous", Failure.EXCEPTION, NOT_IMPLEMENTED)],
+            [fail("contiguous", Failure.EXCEPTION, "raised NotImplementedError: tl.foo")],
         ),
     ),
     Row(

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import pytest
+import triton
 
-from grader.zoo import BUGS, REFERENCE, SHAPES, apply, base_path, base_source, write_bug
+from grader.zoo import BUGS, REFERENCE, SHAPES, Edit, apply, base_path, base_source, write_bug
 from learning.workshops.check import run_check
 from learning.workshops.checking.cases import OPS
 
@@ -31,12 +32,43 @@ def test_reference_passes(op):
     assert report.hints == []
 
 
+BLOCK_POINTERS = (
+    Edit(
+        "softmax_kernel",
+        "    x = tl.load(X + row * SR + cols * SC, "
+        'mask=mask, other=-float("inf")).to(tl.float32)\n',
+        "    block = tl.make_block_ptr(X + row * SR, (N,), (SC,), (0,), (BLOCK,), (0,))\n"
+        '    x = tl.load(block, boundary_check=(0,), padding_option="zero").to(tl.float32)\n'
+        '    x = tl.where(mask, x, -float("inf"))\n',
+    ),
+)
+"""The reference's load through a block pointer, as much public Triton code loads: right on
+Triton before 3.9, which still has block pointers, and refused by 3.9 and later."""
+NO_BLOCK_POINTERS = tuple(int(part) for part in triton.__version__.split(".")[:2]) >= (3, 9)
+
+
+@pytest.mark.skipif(not NO_BLOCK_POINTERS, reason="this Triton still has block pointers")
+def test_block_pointers_get_their_hint_where_triton_removed_them(tmp_path):
+    """On a Triton without block pointers, does a kernel that loads through one fail every
+    case that launches it with Triton's sentence, and get the block-pointers hint rather
+    than the stub's?"""
+    impl = tmp_path / "block_pointers.py"
+    impl.write_text(apply(REFERENCE.read_text(), BLOCK_POINTERS))
+    report = run_check("strided_softmax", impl)
+    failed = [r for r in report.results if not r.passed]
+    assert len(failed) > 10
+    assert all("Block pointers have been removed" in r.detail for r in failed)
+    assert [h.id for h in report.hints] == ["block-pointers"], report.hints
+
+
 def test_every_hint_rule_has_a_zoo_member():
     """Is every hint id the rules can give proved by at least one zoo member (here, or in
-    another shape by tests/test_shapes.py: running-max needs an online softmax)?"""
+    another shape by tests/test_shapes.py: running-max needs an online softmax), except
+    block-pointers, a bug only on some Tritons (the test above)?"""
     from learning.workshops.checking.hints import RULES
 
-    assert {hint_id for hint_id, _ in RULES} == {b.hint for b in BUGS if b.hint is not None}
+    proved = {b.hint for b in BUGS if b.hint is not None} | {"block-pointers"}
+    assert {hint_id for hint_id, _ in RULES} == proved
 
 
 @pytest.mark.parametrize("bug", BUGS, ids=[b.name for b in BUGS])

@@ -21,6 +21,7 @@ class HintId(enum.StrEnum):
     the order of `RULES`."""
 
     UNFINISHED = "unfinished"
+    BLOCK_POINTERS = "block-pointers"
     CRASH = "crash"
     TIMEOUT = "timeout"
     MEMORY = "memory"
@@ -48,6 +49,14 @@ class HintId(enum.StrEnum):
 
 
 MESSAGES = {
+    HintId.BLOCK_POINTERS: (
+        "Triton 3.9 removed block pointers: tl.make_block_ptr raises here, though an older "
+        "Triton (the course's GPU has 3.6) still runs it, so the two machines disagree. "
+        "Compute the addresses yourself, X + row*SR + cols*SC with mask=cols < N, as in "
+        "pass 1. Tensor descriptors, which replace block pointers, need a contiguous last "
+        "dimension and a 16-byte aligned base and strides: a transpose, a stride-2 slice or "
+        "a shifted pointer is none of these."
+    ),
     HintId.UNFINISHED: (
         "Not written yet: the function still raises its stub's NotImplementedError. Fill in "
         "the cells marked YOUR CODE HERE, then run the check again."
@@ -301,8 +310,17 @@ def _is_stub(text: str) -> bool:
     return not found["message"] or found["message"].startswith("not written yet")
 
 
+def _block_pointers(results: list[CaseResult]) -> list[CaseResult]:
+    """The cases that failed with what Triton 3.9 raises for tl.make_block_ptr."""
+    return [r for r in results if not r.passed and BLOCK_POINTERS_GONE in r.verdict.text]
+
+
+BLOCK_POINTERS_GONE = "Block pointers have been removed"
+"""The start of Triton 3.9's NotImplementedError for tl.make_block_ptr."""
+
 RULES: tuple[tuple[HintId, Rule], ...] = (
     (HintId.UNFINISHED, _unfinished),
+    (HintId.BLOCK_POINTERS, _block_pointers),
     (HintId.CRASH, _failures(Failure.CRASH)),
     (HintId.TIMEOUT, _failures(Failure.TIMEOUT)),
     (HintId.MEMORY, _failures(Failure.MEMORY)),
