@@ -50,8 +50,8 @@ class HintId(enum.StrEnum):
 
 MESSAGES = {
     HintId.BLOCK_POINTERS: (
-        "Triton 3.9 removed block pointers: tl.make_block_ptr raises here, though an older "
-        "Triton (the course's GPU has 3.6) still runs it, so the two machines disagree. "
+        "Triton 3.9 removed block pointers: tl.make_block_ptr raises here, though older "
+        "Tritons (3.6, for one) still run it, so machines with different Tritons disagree. "
         "Compute the addresses yourself, X + row*SR + cols*SC with mask=cols < N, as in "
         "pass 1. Tensor descriptors, which replace block pointers, need a contiguous last "
         "dimension and a 16-byte aligned base and strides: a transpose, a stride-2 slice or "
