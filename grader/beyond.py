@@ -17,15 +17,14 @@ picks the tile from the strides (`plan`):
   rows (128 bytes of each column) is held in registers by up to MOST_TEAM neighbouring
   programs, 512 columns each; each publishes its partial max and sum, waits for the rest of
   its team, and writes its columns. The block is read once. A team's members wait for each
-  other, so they must all be running: the team is named by program ids, and NVIDIA GPUs
-  start the programs of a 1-D grid in the order of their ids, so every team but the last
-  started is whole, and that one finishes as long as the GPU holds MOST_TEAM programs at
-  once. CUB's decoupled look-back relies on the same order, which its maintainers call not
-  strictly safe in the CUDA programming model but true of the hardware (NVIDIA/cub#245);
-  A team is never larger than the GPU's SMs, each of which holds at least one member at a
-  time (132 on an H200; a smaller GPU gets smaller teams or the pair), and `plan(x, teams=1)`
-  gives the split pair, which waits for nothing. Taking team tickets
-  from an atomic counter instead, safe in any order, cost 3 points (2048x16384: 59%);
+  other, so they must all be running. A team is named by program ids, and NVIDIA GPUs start
+  the programs of a 1-D grid in the order of their ids, so every team but the last started
+  is whole, and that one finishes as long as the GPU holds a team's programs at once: a team
+  is never larger than the GPU's SMs, each of which can hold one member (`team_limit`;
+  132 on an H200). CUB's decoupled look-back relies on the same order, which its maintainers
+  call not strictly safe in the CUDA programming model but true of the hardware
+  (NVIDIA/cub#245). `plan(x, teams=1)` gives the split pair, which waits for nothing. Team
+  tickets from an atomic counter, safe in any order, cost 3 points (2048x16384: 59%);
 - transposed-like, wider still or in the interpreter (one program at a time, so no program
   may wait for another): the split pair. A first kernel reduces each program's
   128-byte-tall block of its column span to a running max and sum; a second combines a
