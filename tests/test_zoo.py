@@ -8,6 +8,7 @@ import triton
 from grader.zoo import BUGS, REFERENCE, SHAPES, Edit, apply, base_path, base_source, write_bug
 from learning.workshops.check import run_check
 from learning.workshops.checking.cases import OPS
+from learning.workshops.checking.hints import BLOCK_POINTERS_GONE
 
 CHECKED = [b for b in BUGS if b.hint is not None and b.base == "reference"]
 """Bugs checked through the CLI, in a child process as students run it; those written in
@@ -57,7 +58,7 @@ def test_block_pointers_get_their_hint_where_triton_removed_them(tmp_path):
     report = run_check("strided_softmax", impl)
     failed = [r for r in report.results if not r.passed]
     assert len(failed) > 10
-    assert all("Block pointers have been removed" in r.detail for r in failed)
+    assert all(BLOCK_POINTERS_GONE in r.detail for r in failed)
     assert [h.id for h in report.hints] == ["block-pointers"], report.hints
 
 

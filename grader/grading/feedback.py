@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from nbformat import NotebookNode
 from nbgrader.preprocessors import NbGraderPreprocessor
 
+from grader.grading.restore import grade_id
 from grader.grading.sandbox import split_hidden_tests
 
 # learning.workshops.checking's cases, faults and hints import torch and triton (about 1.4 s):
@@ -221,16 +222,12 @@ class StudentFeedback(NbGraderPreprocessor):
             visible, region = split_hidden_tests(cell.source)
             if region is not None:
                 cell.source = visible.rstrip() + "\n\n" + HIDDEN_NOTE
-            extra = self.config.AwardExtraCredit.get("points", {}).get(_grade_id(cell))
+            extra = self.config.AwardExtraCredit.get("points", {}).get(grade_id(cell))
             if extra:  # nbgrader shows such a cell's score as "1.0 / 0.0"
                 cell.source += "\n" + EXTRA_CREDIT_NOTE.format(points=f"{extra:g}")
             for output in cell.get("outputs", []):
                 _scrub(output)
         return cell, resources
-
-
-def _grade_id(cell: NotebookNode) -> str | None:
-    return cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
 
 
 def _scrub(output: NotebookNode) -> None:
