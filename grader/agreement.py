@@ -62,7 +62,7 @@ def verdicts(member: Member) -> dict:
     from learning.workshops.checking.cases import OPS, suite
     from learning.workshops.checking.hints import diagnose
     from learning.workshops.checking.loader import load_function
-    from learning.workshops.notebook.contracts import default_device, select_mode
+    from learning.workshops.contracts import default_device, select_mode
     from learning.workshops.notebook.testing import run_cases
 
     select_mode(verbose=False)
@@ -79,7 +79,7 @@ def verdicts(member: Member) -> dict:
 
 def run_all(jobs: int) -> dict:
     """Every member's verdicts, from `jobs` worker processes."""
-    from learning.workshops.notebook.contracts import default_device, select_mode
+    from learning.workshops.contracts import default_device, select_mode
 
     mode = select_mode(verbose=False)
     with tempfile.TemporaryDirectory(prefix="i1-agreement-") as folder:

@@ -55,14 +55,14 @@ import torch
 import triton
 import triton.language as tl
 
-from learning.workshops.measuring.results import BEYOND_LOADS
-from learning.workshops.notebook.contracts import (
+from learning.workshops.contracts import (
     device_context,
     interpreter_active,
     matrix,
     select_mode,
     warps,
 )
+from learning.workshops.measuring.results import BEYOND_LOADS
 
 select_mode(verbose=False)
 

@@ -122,7 +122,7 @@ SETUP_IMPORTS = (
     "import torch",
     "import triton",
     "import triton.language as tl",
-    "from learning.workshops.notebook.contracts import device_context, matrix, warps",
+    "from learning.workshops.contracts import device_context, matrix, warps",
 )
 """Imports the notebook's setup cell already makes: a shape's cells leave them out."""
 

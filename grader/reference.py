@@ -14,7 +14,7 @@ import torch
 import triton
 import triton.language as tl
 
-from learning.workshops.notebook.contracts import (
+from learning.workshops.contracts import (
     device_context,
     matching_pair,
     matrix,

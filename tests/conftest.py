@@ -22,7 +22,7 @@ no test reads a course's own secret file unless it unsets I1_COURSE_SECRET."""
 os.environ["I1_COURSE_SECRET"] = TEST_SECRET
 os.environ.pop("I1_GRADEBOOK_URL", None)  # an instructor's shared gradebook is never a test's
 
-from learning.workshops.notebook.contracts import select_mode  # noqa: E402
+from learning.workshops.contracts import select_mode  # noqa: E402
 
 # Before any test module defines a @triton.jit kernel: without CUDA, kernels run on CPU tensors.
 select_mode(verbose=False)

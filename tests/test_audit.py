@@ -16,7 +16,7 @@ import grader.reference as reference
 from learning.workshops.checking import cases
 from learning.workshops.checking.audit import OwnershipError, audit
 from learning.workshops.checking.views import LAYOUTS, geometry, sentinel_view
-from learning.workshops.notebook.contracts import interpreter_active
+from learning.workshops.contracts import interpreter_active
 from learning.workshops.notebook.testing import run_cases
 
 pytestmark = pytest.mark.skipif(

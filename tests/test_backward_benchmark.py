@@ -27,6 +27,7 @@ from learning.workshops.benchmark import (
 )
 from learning.workshops.checking.cases import OPS
 from learning.workshops.checking.loader import load_function
+from learning.workshops.contracts import default_device
 from learning.workshops.measuring.results import (
     BACKWARD,
     FORWARD,
@@ -36,7 +37,6 @@ from learning.workshops.measuring.results import (
     ResultsError,
     load,
 )
-from learning.workshops.notebook.contracts import default_device
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 FORGETS_ROW_SUM = Edit(

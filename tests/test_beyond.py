@@ -27,7 +27,7 @@ from grader.grading.hidden import Draw, hidden_cases
 from learning.workshops.checking.cases import Case, CaseResult, suite
 from learning.workshops.checking.hints import diagnose
 from learning.workshops.checking.launches import count_launches
-from learning.workshops.notebook.contracts import matrix, warps
+from learning.workshops.contracts import matrix, warps
 from learning.workshops.notebook.testing import run_cases
 
 SEED = 20261130

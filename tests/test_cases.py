@@ -16,7 +16,7 @@ import triton.language as tl
 from triton.compiler.errors import CompilationError
 
 from learning.workshops.checking.cases import PUBLIC_CASES, CaseResult, Failure, run_case
-from learning.workshops.notebook.contracts import interpreter_active
+from learning.workshops.contracts import interpreter_active
 
 REPO = Path(__file__).resolve().parents[1]
 TRANSPOSE = next(c for c in PUBLIC_CASES if c.name == "transpose")

@@ -211,7 +211,7 @@ def test_autotune_in_the_interpreter_is_said_once(tmp_path):
     """Does the report say, once, that the interpreter ran the first autotune config?"""
     from grader.zoo import base_path
     from learning.workshops.check import format_report, run_check
-    from learning.workshops.notebook.contracts import interpreter_active
+    from learning.workshops.contracts import interpreter_active
 
     if not interpreter_active():
         pytest.skip("a GPU times the configs itself")

@@ -8,8 +8,8 @@ import os
 import pytest
 import torch
 
-from learning.workshops.notebook import contracts
-from learning.workshops.notebook.contracts import (
+from learning.workshops import contracts
+from learning.workshops.contracts import (
     MAX_WIDTH,
     device_context,
     matrix,

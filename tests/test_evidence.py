@@ -9,7 +9,7 @@ import torch
 import triton
 import triton.language as tl
 
-from learning.workshops.notebook.contracts import select_mode
+from learning.workshops.contracts import select_mode
 
 select_mode(verbose=False)
 

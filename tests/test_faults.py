@@ -36,7 +36,7 @@ from learning.workshops.notebook.testing import HINTS_SIDECAR, expect_cases, ver
 FAULTY_CHILD = """
 import torch
 
-from learning.workshops.notebook.contracts import select_mode
+from learning.workshops.contracts import select_mode
 
 select_mode(verbose=False)
 from learning.workshops.checking import cases, child

@@ -11,7 +11,7 @@ from grader import reference
 from grader.zoo import FOLLOW_ON_BUGS, write_bug
 from learning.workshops.checking.cases import OPS, run_case, suite
 from learning.workshops.checking.loader import load_function
-from learning.workshops.notebook.contracts import matching_pair, shared_address, writable_matrix
+from learning.workshops.contracts import matching_pair, shared_address, writable_matrix
 from learning.workshops.notebook.gradients import (
     TOLERANCES,
     compare_with_torch,

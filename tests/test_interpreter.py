@@ -7,8 +7,8 @@ import torch
 import triton
 import triton.language as tl
 
+from learning.workshops.contracts import interpreter_active
 from learning.workshops.notebook import interpreter
-from learning.workshops.notebook.contracts import interpreter_active
 
 pytestmark = pytest.mark.skipif(
     not interpreter_active(), reason="these shims exist only in Triton's interpreter"

@@ -9,7 +9,7 @@ import triton.language as tl
 from triton.runtime.jit import KernelInterface
 
 from learning.workshops.checking.launches import Launch, count_launches
-from learning.workshops.notebook.contracts import default_device
+from learning.workshops.contracts import default_device
 
 
 @triton.jit

@@ -16,8 +16,8 @@ from grader import zoo
 from grader.reference import strided_softmax
 from learning.workshops.checking.cases import PUBLIC_CASES, suite
 from learning.workshops.checking.hints import MESSAGES
+from learning.workshops.contracts import default_device
 from learning.workshops.notebook import pictures, testing
-from learning.workshops.notebook.contracts import default_device
 from learning.workshops.notebook.testing import expect_cases, quiet
 
 
@@ -229,7 +229,7 @@ def test_pytest_is_not_a_kernel():
 
 KERNEL_CELLS = [
     f"import sys\nsys.path.insert(0, {str(Path(__file__).resolve().parents[1])!r})",
-    "from learning.workshops.notebook.contracts import select_mode\n"
+    "from learning.workshops.contracts import select_mode\n"
     "select_mode(verbose=False)\n"
     "from learning.workshops.notebook.testing import expect_cases\n"
     "from ignores_column_stride import strided_softmax",

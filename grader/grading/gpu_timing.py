@@ -405,7 +405,7 @@ def measure(
     from learning.workshops.checking.child import limit_memory
     from learning.workshops.checking.isolation import MEMORY_LIMIT_BYTES
     from learning.workshops.checking.loader import load_function
-    from learning.workshops.notebook.contracts import select_mode
+    from learning.workshops.contracts import select_mode
 
     limit_memory(MEMORY_LIMIT_BYTES)
     select_mode(verbose=False)

@@ -37,7 +37,7 @@ from learning.workshops.checking.faults import (
 )
 from learning.workshops.checking.isolation import CallsFailed, IsolatedRun, Session
 from learning.workshops.checking.views import LAYOUTS
-from learning.workshops.notebook.contracts import default_device
+from learning.workshops.contracts import default_device
 from learning.workshops.notebook.testing import (
     all_pass,
     checker_faults,

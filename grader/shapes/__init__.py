@@ -15,7 +15,7 @@ Every module has the same layout, because a builder splits it into notebook cell
        import triton
        import triton.language as tl
 
-       from learning.workshops.notebook.contracts import device_context, matrix, warps
+       from learning.workshops.contracts import device_context, matrix, warps
 
 3. kernels, helpers and constants, in any number, with any names and decorators;
 4. `launch_softmax(x, num_warps=4)`, second to last: the launch on a 2-D view with no

@@ -4,7 +4,7 @@ import torch
 import triton
 import triton.language as tl
 
-from learning.workshops.notebook.contracts import device_context, matrix, warps
+from learning.workshops.contracts import device_context, matrix, warps
 
 
 @triton.jit

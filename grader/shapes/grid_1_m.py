@@ -5,7 +5,7 @@ import torch
 import triton
 import triton.language as tl
 
-from learning.workshops.notebook.contracts import device_context, matrix, warps
+from learning.workshops.contracts import device_context, matrix, warps
 
 AXIS_1_MAX = 65535
 """The most programs CUDA launches on grid axis 1 (axis 0 allows 2**31 - 1)."""

@@ -4,7 +4,7 @@ import torch
 import triton
 import triton.language as tl
 
-from learning.workshops.notebook.contracts import device_context, matrix, warps
+from learning.workshops.contracts import device_context, matrix, warps
 
 ROWS_PER_SLAB = 4
 """Rows on grid axis 1; axis 2 counts slabs. Small, so that even 5 rows need two slabs."""

@@ -30,6 +30,7 @@ import torch
 import triton
 from tqdm import tqdm
 
+from learning.workshops import contracts
 from learning.workshops.check import UsageError, find_impl
 from learning.workshops.checking.cases import DTYPES, OPS, TOLERANCES
 from learning.workshops.checking.loader import LoadError, load_function, load_module
@@ -43,7 +44,6 @@ from learning.workshops.measuring.results import (
     Results,
     Row,
 )
-from learning.workshops.notebook import contracts
 from learning.workshops.paths import unwritable
 
 DEFAULT_SHAPES = ((2048, 2048), (4096, 4096), (65536, 512))

@@ -32,7 +32,7 @@ from learning.workshops.checking.passes import where_to_start
 from learning.workshops.checking.shrink import MAX_SECONDS, Shrunk, shrink, starting_case
 from learning.workshops.checking.shrink import draw as draw_shrunk
 from learning.workshops.checking.shrink import report_lines as shrunk_lines
-from learning.workshops.notebook.contracts import select_mode
+from learning.workshops.contracts import select_mode
 from learning.workshops.paths import unwritable
 
 CASE_TIMEOUT_S = 120.0

@@ -22,7 +22,7 @@ from learning.workshops.checking.allocations import GuardAllocations, Guards
 from learning.workshops.checking.audit import Finding, Trace, audit
 from learning.workshops.checking.launches import LaunchLog, count_launches
 from learning.workshops.checking.views import Geometry, describe, geometry, sentinel_view
-from learning.workshops.notebook.contracts import interpreter_active
+from learning.workshops.contracts import interpreter_active
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 TOLERANCES = {  # (rtol, atol) against a float64 reference

@@ -49,7 +49,7 @@ def main() -> None:
 
 def serve(impl: Path, jobs, emit: Callable[..., None]) -> None:
     """Load `impl`, then run each job of `jobs`, reporting through `emit`."""
-    from learning.workshops.notebook.contracts import default_device, describe_device, select_mode
+    from learning.workshops.contracts import default_device, describe_device, select_mode
 
     mode = select_mode(verbose=False)
     from learning.workshops.checking.loader import LoadError, function_in, load_module

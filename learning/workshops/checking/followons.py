@@ -40,7 +40,7 @@ from learning.workshops.checking.cases import (
 )
 from learning.workshops.checking.launches import count_launches
 from learning.workshops.checking.views import describe, sentinel_view
-from learning.workshops.notebook.contracts import interpreter_active, shared_address
+from learning.workshops.contracts import interpreter_active, shared_address
 
 IN_PLACE_FAILURES = {
     "outside-view": Failure.OUTSIDE_VIEW,

@@ -103,7 +103,7 @@ MESSAGES = {
     ),
     HintId.VALIDATION: (
         "Bad input is not refused with a clear error: call "
-        "learning.workshops.notebook.contracts.matrix(x) and warps(num_warps) before anything else."
+        "learning.workshops.contracts.matrix(x) and warps(num_warps) before anything else."
     ),
     HintId.EMPTY_ROWS: (
         "Inputs with zero rows go wrong: return the empty output before launching; a grid of "
@@ -132,7 +132,7 @@ MESSAGES = {
         "A view whose elements share addresses was not refused: in a stride-0 broadcast or "
         "a view with overlapping strides, several elements are one address, so writing them "
         "in place stores several results there. Call writable_matrix(x) (from "
-        "learning.workshops.notebook.contracts) before launching: it raises a ValueError "
+        "learning.workshops.contracts) before launching: it raises a ValueError "
         "naming the strides."
     ),
     HintId.OUTSIDE_VIEW: (

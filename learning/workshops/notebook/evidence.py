@@ -189,7 +189,7 @@ def launch_job(
 
 def _job(block: int, col_stride_one: bool, dtype: str, num_warps: int, arch: int) -> dict:
     """One specialization, as the child compiles it; arguments by position."""
-    from learning.workshops.notebook.contracts import (
+    from learning.workshops.contracts import (
         warps,  # here, so the child need not import torch
     )
 

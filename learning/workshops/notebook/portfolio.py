@@ -8,7 +8,7 @@ import torch
 import triton
 import triton.language as tl
 
-from learning.workshops.notebook.contracts import device_context, matrix, select_mode
+from learning.workshops.contracts import device_context, matrix, select_mode
 
 select_mode(verbose=False)  # before the kernel below is defined
 

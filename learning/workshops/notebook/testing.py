@@ -42,7 +42,7 @@ from learning.workshops.checking.sidecars import (
     load_hints,
     public_key,
 )
-from learning.workshops.notebook.contracts import default_device
+from learning.workshops.contracts import default_device
 
 
 def all_pass(count: int, kind: str) -> str:
