@@ -53,10 +53,15 @@ import nbformat
 from nbclient.exceptions import DeadKernelError
 from nbformat import NotebookNode
 from nbgrader.preprocessors import Execute
-from nbgrader.preprocessors.clearhiddentests import ClearHiddenTests
 
 import learning
 from grader.grading.grading_log import log_for
+from grader.grading.hidden_regions import (  # noqa: F401 - re-exported: their old home
+    HIDDEN_BEGIN,
+    HIDDEN_END,
+    split_hidden_tests,
+    strip_hidden_tests,
+)
 from learning.workshops.checking.notebook_runner import DEAD_KERNEL
 
 UNSAFE_ENV = "I1_UNSAFE_NO_SANDBOX"
@@ -680,34 +685,9 @@ class _Streams:
         kept += chunk[: max(0, limit - len(kept))]
 
 
-HIDDEN_BEGIN = ClearHiddenTests.begin_test_delimeter.default_value
-HIDDEN_END = ClearHiddenTests.end_test_delimeter.default_value
 RUNNER_MODULE = "learning.workshops.checking.notebook_runner"
 RESULT_LIMIT_BYTES = 64 * MiB
 """The largest executed notebook read back from the sandbox; a larger one is refused."""
-
-
-def split_hidden_tests(source: str) -> tuple[str, str | None]:
-    """`source` without its hidden-test regions (markers included, as nbgrader's
-    ClearHiddenTests finds them; an unterminated region runs to the end of the cell), and
-    the regions' own lines, or None when it has none. The sandbox runs the first; the
-    trusted side grades the second, so both read the markers the same way."""
-    kept, hidden, region = [], False, None
-    for line in source.split("\n"):
-        if HIDDEN_BEGIN in line:
-            hidden, region = True, region or []
-        elif HIDDEN_END in line and hidden:
-            hidden = False
-        elif hidden:
-            region.append(line)
-        else:
-            kept.append(line)
-    return "\n".join(kept), None if region is None else "\n".join(region)
-
-
-def strip_hidden_tests(source: str) -> str:
-    """`source` without its hidden-test regions (see `split_hidden_tests`)."""
-    return split_hidden_tests(source)[0]
 
 
 def stripped(nb: NotebookNode) -> NotebookNode:
