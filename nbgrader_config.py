@@ -46,12 +46,15 @@ c.ClearSolutions.code_stub = {
 }
 
 # Before grading, every cell of the course's notebook that the submission deleted, moved or
-# edited is put back from the gradebook's copy of the source (grader/grading/restore.py).
+# edited is put back from the gradebook's copy of the source, with the course's nbgrader
+# metadata (flags, points), and every other cell loses any it carries
+# (grader/grading/restore.py). It runs before DeduplicateIds, which a student's cell with
+# nbgrader metadata of its own stops (a grade flag without a grade id).
 c.Autograde.sanitize_preprocessors = [
     ClearOutput,
+    RestoreGradeCells,
     DeduplicateIds,
     OverwriteKernelspec,
-    RestoreGradeCells,
     CheckCellMetadata,
 ]
 
