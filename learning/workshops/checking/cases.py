@@ -20,8 +20,15 @@ from triton.runtime.errors import InterpreterError
 
 from learning.workshops.checking.allocations import GuardAllocations, Guards
 from learning.workshops.checking.audit import Finding, Trace, audit
+from learning.workshops.checking.exchange import (
+    Inputs,
+    Observation,
+    build_inputs,
+    returned_to_wire,
+    view_of,
+)
 from learning.workshops.checking.launches import LaunchLog, count_launches
-from learning.workshops.checking.views import Geometry, describe, geometry, sentinel_view
+from learning.workshops.checking.views import Geometry, describe, geometry
 from learning.workshops.contracts import interpreter_active
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
@@ -358,18 +365,27 @@ def suite(op: str, cases: tuple[Case, ...] | None = None, device: str = "cpu") -
 
 
 def run_case(
-    fn: Callable, op: str, case: Case, device: torch.device | str, seed: int
+    fn: Callable,
+    op: str,
+    case: Case,
+    device: torch.device | str,
+    seed: int,
+    inputs: Inputs | None = None,
+    seen: Observation | None = None,
 ) -> CaseResult:
-    """Run `fn` on `case` and say whether, and how, it failed."""
+    """Run `fn` on `case` and say whether, and how, it failed. The input is `inputs` (the
+    storages a parent built and sent) or else built here from `seed`; `seen`, when given,
+    records what each call returned and left in the storages, for a parent to judge."""
+    inputs = inputs if inputs is not None else build_inputs(OPS[op].kind, case, seed)
     if OPS[op].kind != "new":
         from learning.workshops.checking import followons
 
-        return followons.run_case(fn, OPS[op], case, torch.device(device), seed)
+        return followons.run_case(fn, OPS[op], case, torch.device(device), seed, inputs, seen)
     generator = torch.Generator().manual_seed(seed)
     if case.bad_input:
-        return CaseResult.of(case, _run_bad_input(fn, case, device, generator))
+        return CaseResult.of(case, _run_bad_input(fn, case, device, generator, seen))
     with count_launches() as launches:
-        verdict = _run_view(fn, OPS[op], case, torch.device(device), generator)
+        verdict = _run_view(fn, OPS[op], case, torch.device(device), inputs, seen)
     return CaseResult.of(case, verdict, len(launches), case.cols)
 
 
@@ -388,7 +404,8 @@ class Call:
     launches: LaunchLog | None  # its launches and torch's reads of x; None: not recorded
     trace: Trace | None  # the ownership audit: under the interpreter, on CPU tensors only
     guards: Guards  # the guarded buffers the call allocated
-    generator: torch.Generator
+    second: torch.Tensor | None  # a repeat's second values of the storage
+    seen: Observation | None  # what the calls returned and left, for a parent to judge
 
     @property
     def reads(self) -> list[str]:
@@ -429,12 +446,12 @@ class Call:
 
     def again(self) -> Call:
         """A second call on the same storage, refilled with new values where it held no NaN."""
-        fresh = torch.randn(self.storage.shape, generator=self.generator, dtype=torch.float64)
-        keep_nan = self.storage.isnan()
-        kept = torch.where(keep_nan.cpu(), self.storage.double().cpu(), fresh)
-        self.storage.copy_(kept.to(self.storage))
+        self.storage.copy_(self.second.to(self.storage))
         before = self.storage.clone()
         out = _called(self.fn, self.x, num_warps=self.case.num_warps)
+        if self.seen is not None:
+            self.seen.saw(out, [self.storage])
+            self.seen.saw_again(self.out)
         label = f"{self.case.name} (second call)"
         return replace(
             self, label=label, before=before, out=out, launches=None, trace=None, guards=Guards()
@@ -444,15 +461,19 @@ class Call:
 Check = Callable[[Call], Verdict | None]
 
 
-def _run_view(fn, op: Op, case: Case, device, generator) -> Verdict:
+def _run_view(fn, op: Op, case: Case, device, inputs: Inputs, seen: Observation | None) -> Verdict:
     """Call `fn` on the case's view, audited and counted; the first check that finds a
     failure gives the verdict."""
-    storage, x = sentinel_view(case.geometry, DTYPES[case.dtype], device, generator, case.fill)
+    storage = inputs.storages[0].to(device, copy=True)
+    x = view_of(storage, case.geometry)
     where, before = describe(x), storage.clone()
     with count_launches(watch=x) as launches, _audit(x) as trace, GuardAllocations() as mode:
         out = _called(fn, x, num_warps=case.num_warps)
+    if seen is not None:
+        seen.saw(out, [storage])
+    second = inputs.second
     call = Call(
-        fn, op, case, case.name, x, storage, before, out, launches, trace, mode.guards, generator
+        fn, op, case, case.name, x, storage, before, out, launches, trace, mode.guards, second, seen
     )
     verdict = _first(CHECKS, call) or Verdict(None, "ok")
     return replace(verdict, text=f"{where}: {verdict.text}")
@@ -740,35 +761,56 @@ def _bad_input(kind: str, device, generator) -> tuple[torch.Tensor, int, tuple[s
     raise ValueError(f"unknown bad input {kind!r}; choose one of {', '.join(BAD_INPUTS)}.")
 
 
-def _run_bad_input(fn, case: Case, device, generator) -> Verdict:
-    """Call `fn` on a bad input: it must raise ValueError or TypeError naming the problem."""
-    x, num_warps, words = _bad_input(case.bad_input, device, generator)
+def bad_input_case(kind: str, device, generator) -> tuple[tuple, int, str, tuple[str, ...]]:
+    """A bad-input case's arguments, num_warps, description and the words its error must
+    contain."""
+    x, num_warps, words = _bad_input(kind, device, generator)
     what = (
         f"{tuple(x.shape)} {str(x.dtype).removeprefix('torch.')} on {x.device}, "
         f"num_warps={num_warps}"
     )
-    return _expect_refusal(fn, (x,), num_warps, what, words)
+    return (x,), num_warps, what, words
 
 
-def _expect_refusal(fn, args: tuple, num_warps: int, what: str, words: tuple[str, ...]) -> Verdict:
+def _run_bad_input(fn, case: Case, device, generator, seen: Observation | None = None) -> Verdict:
+    """Call `fn` on a bad input: it must raise ValueError or TypeError naming the problem."""
+    args, num_warps, what, words = bad_input_case(case.bad_input, device, generator)
+    return _expect_refusal(fn, args, num_warps, what, words, seen)
+
+
+def _expect_refusal(
+    fn, args: tuple, num_warps: int, what: str, words: tuple[str, ...], seen=None
+) -> Verdict:
     """`fn(*args)` must raise ValueError or TypeError with one of `words` in its message;
     `what` describes the input in the verdict."""
-    try:
-        fn(*args, num_warps=num_warps)
-    except (ValueError, TypeError) as exc:
-        if any(word in str(exc) for word in words):
-            return Verdict(None, f"{what}: refused ({type(exc).__name__})")
+    out = _called(fn, *args, num_warps=num_warps)
+    if seen is not None:
+        seen.saw(out, [])
+    return refusal_verdict(out, what, words)
+
+
+def refusal_verdict(out: object, what: str, words: tuple[str, ...]) -> Verdict:
+    """The verdict on a bad input's call from what it returned or raised (`out`, or its
+    wire form: a dict with "raised" and "message")."""
+    if isinstance(out, BaseException):
+        out = returned_to_wire(out)
+    if not isinstance(out, dict) or "raised" not in out:
+        return Verdict(
+            Failure.NOT_RAISED, f"{what}: accepted; it must raise ValueError or TypeError"
+        )
+    name, message = str(out["raised"]), str(out.get("message", ""))
+    if out.get("refusal") in ("ValueError", "TypeError"):
+        if any(word in message for word in words):
+            return Verdict(None, f"{what}: refused ({name})")
+        first = message.strip().splitlines()[0][:300] if message.strip() else ""
         return Verdict(
             Failure.UNCLEAR_ERROR,
-            f"{what}: raised {type(exc).__name__}({_first_line(exc)!r}), which does not name "
+            f"{what}: raised {name}({first!r}), which does not name "
             f"the problem (expected one of {', '.join(map(repr, words))} in the message)",
         )
-    except Exception as exc:
-        return Verdict(
-            Failure.UNCLEAR_ERROR,
-            f"{what}: raised {type(exc).__name__}, expected ValueError or TypeError",
-        )
-    return Verdict(Failure.NOT_RAISED, f"{what}: accepted; it must raise ValueError or TypeError")
+    return Verdict(
+        Failure.UNCLEAR_ERROR, f"{what}: raised {name}, expected ValueError or TypeError"
+    )
 
 
 def _exception_kind(exc: BaseException) -> Failure:

@@ -86,21 +86,29 @@ def run_cases(fn, job: dict, device, emit: Callable[..., None]) -> None:
 
     told = len(NOTES)
     for spec in job["cases"]:
-        run_one(fn, job, Case(**spec), device, emit)
+        spec = dict(spec)
+        inputs = spec.pop("inputs")
+        run_one(fn, job, Case(**spec), inputs, device, emit)
         for note in NOTES[told:]:
             emit("note", text=note)
         told = len(NOTES)
 
 
-def run_one(fn, job: dict, case, device, emit: Callable[..., None]) -> None:
-    """Run one case: its result, or an `internal-error` event when the checks themselves
-    raised (run_case catches the student's exceptions); a dead GPU context ends the child."""
+def run_one(fn, job: dict, case, spec_inputs: dict, device, emit: Callable[..., None]) -> None:
+    """Run one case on the input the parent sent: its result with what the call returned
+    and left (`seen`, which the parent judges), or an `internal-error` event when the checks
+    themselves raised (run_case catches the student's exceptions); a dead GPU context ends
+    the child."""
     from learning.workshops.checking import cases
+    from learning.workshops.checking.exchange import Inputs, Observation
     from learning.workshops.checking.faults import describe, fault_site
 
     emit("start", case=case.name)
+    seen = Observation()
     try:
-        result, error = cases.run_case(fn, job["op"], case, device, job["seed"]), None
+        inputs = Inputs.from_wire(spec_inputs, device)
+        result = cases.run_case(fn, job["op"], case, device, job["seed"], inputs, seen)
+        error = None
     except Exception as exc:
         result, error = None, exc
     lost = context_lost(device)
@@ -110,7 +118,7 @@ def run_one(fn, job: dict, case, device, emit: Callable[..., None]) -> None:
     if error is not None:
         emit("internal-error", case=case.name, detail=describe(error), where=fault_site(error))
     else:
-        emit("result", **result.to_event())
+        emit("result", **result.to_event(), seen=seen.to_wire())
 
 
 def limit_memory(limit_bytes: int) -> None:

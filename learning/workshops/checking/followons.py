@@ -24,7 +24,6 @@ from learning.workshops.checking.allocations import GuardAllocations
 from learning.workshops.checking.audit import OwnershipError, audit, verify_in_place
 from learning.workshops.checking.cases import (
     AUDIT_FAILURES,
-    DTYPES,
     Case,
     CaseResult,
     Failure,
@@ -38,8 +37,9 @@ from learning.workshops.checking.cases import (
     _raised_text,
     _run_bad_input,
 )
+from learning.workshops.checking.exchange import Inputs, Observation, view_of
 from learning.workshops.checking.launches import count_launches
-from learning.workshops.checking.views import describe, sentinel_view
+from learning.workshops.checking.views import describe
 from learning.workshops.contracts import interpreter_active, shared_address
 
 IN_PLACE_FAILURES = {
@@ -51,19 +51,28 @@ IN_PLACE_FAILURES = {
 IN_PLACE_ORDER = ("outside-view", "stray-store", "duplicate", "read-after-write")
 
 
-def run_case(fn: Callable, op: Op, case: Case, device: torch.device, seed: int) -> CaseResult:
-    """Run `fn`, an in-place or backward op, on `case`; say whether, and how, it failed."""
+def run_case(
+    fn: Callable,
+    op: Op,
+    case: Case,
+    device: torch.device,
+    seed: int,
+    inputs: Inputs,
+    seen: Observation | None = None,
+) -> CaseResult:
+    """Run `fn`, an in-place or backward op, on `case` (its storages `inputs`); say whether,
+    and how, it failed. `seen` records each call for a parent to judge (`cases.run_case`)."""
     generator = torch.Generator().manual_seed(seed)
     if op.kind == "backward":
         if case.bad_input:
-            return CaseResult.of(case, _backward_bad_input(fn, case, device, generator))
+            return CaseResult.of(case, _backward_bad_input(fn, case, device, generator, seen))
         with count_launches() as launches:
-            verdict = _run_backward(fn, op, case, device, generator)
+            verdict = _run_backward(fn, op, case, device, inputs, seen)
     else:
         if case.bad_input:
-            return CaseResult.of(case, _run_bad_input(fn, case, device, generator))
+            return CaseResult.of(case, _run_bad_input(fn, case, device, generator, seen))
         with count_launches() as launches:
-            verdict = _run_in_place(fn, op, case, device, generator)
+            verdict = _run_in_place(fn, op, case, device, inputs, seen)
     return CaseResult.of(case, verdict, len(launches), case.cols)
 
 
@@ -78,23 +87,26 @@ def _audited(*tensors: torch.Tensor, read_only: bool = True) -> contextlib.Abstr
 # -- in place ---------------------------------------------------------------------------------
 
 
-def _run_in_place(fn, op: Op, case: Case, device, generator) -> Verdict:
-    storage, x = sentinel_view(case.geometry, DTYPES[case.dtype], device, generator, case.fill)
+def _run_in_place(fn, op: Op, case: Case, device, inputs: Inputs, seen) -> Verdict:
+    storage = inputs.storages[0].to(device, copy=True)
+    x = view_of(storage, case.geometry)
     where = describe(x)
     why = shared_address(x)
     if why is not None:
-        verdict = _refuses(fn, x, storage, case, why)
+        verdict = _refuses(fn, x, storage, case, why, seen)
     else:
-        verdict = _in_place(fn, op, x, storage, case)
+        verdict = _in_place(fn, op, x, storage, case, seen)
     return replace(verdict, text=f"{where}: {verdict.text}")
 
 
-def _refuses(fn, x: torch.Tensor, storage: torch.Tensor, case: Case, why: str) -> Verdict:
+def _refuses(fn, x: torch.Tensor, storage: torch.Tensor, case: Case, why: str, seen) -> Verdict:
     """A view whose elements share addresses (`why`): refused with an error naming its
     strides, before any launch, the storage untouched."""
     before = storage.clone()
     with count_launches() as launches:
         out = _called(fn, x, num_warps=case.num_warps)
+    if seen is not None:
+        seen.saw(out, [storage])
     written = bool(_changed(before, storage).any())
     if not isinstance(out, Exception):
         text = f"accepted, though {why}" + ("; the storage was written" if written else "")
@@ -120,7 +132,7 @@ def _refuses(fn, x: torch.Tensor, storage: torch.Tensor, case: Case, why: str) -
     return Verdict(None, f"refused ({type(out).__name__}), storage untouched")
 
 
-def _in_place(fn, op: Op, x: torch.Tensor, storage: torch.Tensor, case: Case) -> Verdict:
+def _in_place(fn, op: Op, x: torch.Tensor, storage: torch.Tensor, case: Case, seen) -> Verdict:
     """A view with distinct addresses: softmaxed where it lies, nothing else touched."""
     expected = op.reference(x)
     before = storage.clone()
@@ -130,6 +142,8 @@ def _in_place(fn, op: Op, x: torch.Tensor, storage: torch.Tensor, case: Case) ->
     audited = _audited(x, read_only=False)
     with count_launches(watch=x) as log, audited as trace, GuardAllocations() as mode:
         out = _called(fn, x, num_warps=case.num_warps)
+    if seen is not None:
+        seen.saw(out, [storage], in_place=isinstance(out, torch.Tensor) and _same_view(out, x))
     if trace is not None and trace.refused is not None:
         finding = trace.verify(x)[0]
         failure = IN_PLACE_FAILURES.get(finding.kind, AUDIT_FAILURES[finding.kind])
@@ -188,20 +202,20 @@ def _same_view(out: torch.Tensor, x: torch.Tensor) -> bool:
 # -- backward ---------------------------------------------------------------------------------
 
 
-def _run_backward(fn, op: Op, case: Case, device, generator) -> Verdict:
-    dtype = DTYPES[case.dtype]
-    y_storage, y = sentinel_view(case.geometry, dtype, device, generator)
-    y_storage.abs_().div_(max(case.cols, 1))  # like a softmax's rows: positive, about 1/N each
-    dy_storage, dy = sentinel_view(case.grad_geometry, dtype, device, generator)
+def _run_backward(fn, op: Op, case: Case, device, inputs: Inputs, seen) -> Verdict:
+    y_storage, dy_storage = (s.to(device, copy=True) for s in inputs.storages)
+    y, dy = view_of(y_storage, case.geometry), view_of(dy_storage, case.grad_geometry)
     where = f"y {describe(y)}; dy strides {tuple(dy.stride())}, offset {dy.storage_offset()}"
-    verdict = _backward(fn, op, case, y, dy, (y_storage, dy_storage))
+    verdict = _backward(fn, op, case, y, dy, (y_storage, dy_storage), seen)
     return replace(verdict, text=f"{where}: {verdict.text}")
 
 
-def _backward(fn, op: Op, case: Case, y, dy, storages) -> Verdict:
+def _backward(fn, op: Op, case: Case, y, dy, storages, seen) -> Verdict:
     befores = [s.clone() for s in storages]
     with count_launches(watch=(y, dy)) as log, _audited(y, dy) as trace, GuardAllocations() as mode:
         out = _called(fn, y, dy, num_warps=case.num_warps)
+    if seen is not None:
+        seen.saw(out, list(storages))
     if trace is not None and trace.refused is not None:
         finding = trace.verify(y)[0]
         return Verdict(AUDIT_FAILURES[finding.kind], finding.text)
@@ -255,9 +269,15 @@ def _backward(fn, op: Op, case: Case, y, dy, storages) -> Verdict:
     return Verdict(None, "dx matches")
 
 
-def _backward_bad_input(fn, case: Case, device, generator) -> Verdict:
+def _backward_bad_input(fn, case: Case, device, generator, seen=None) -> Verdict:
     """A bad (y, dy) pair: it must raise ValueError or TypeError naming the problem."""
-    kind = case.bad_input
+    args, num_warps, what, words = backward_bad_case(case.bad_input, device, generator)
+    return _expect_refusal(fn, args, num_warps, what, words, seen)
+
+
+def backward_bad_case(kind: str, device, generator) -> tuple[tuple, int, str, tuple[str, ...]]:
+    """A bad (y, dy) pair's arguments, num_warps, description and the words its error must
+    contain."""
 
     def randn(*shape, dtype=torch.float32):
         return torch.randn(*shape, generator=generator).to(dtype=dtype, device=device)
@@ -275,4 +295,4 @@ def _backward_bad_input(fn, case: Case, device, generator) -> Verdict:
     }[kind]()
     what = f"y {tuple(y.shape)}, dy {tuple(dy.shape)} {str(y.dtype).removeprefix('torch.')}"
     what += f", num_warps={num_warps}"
-    return _expect_refusal(fn, (y, dy), num_warps, what, words)
+    return (y, dy), num_warps, what, words

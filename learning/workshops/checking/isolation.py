@@ -1,7 +1,12 @@
 """Run a submission's code in a child process, so its crashes and hangs are results.
 
 A `Session` starts one child per submission, which loads the definitions once and then runs
-job after job: the hidden cases of each op, the calls of each plain function. A segfault, a
+job after job: the hidden cases of each op, the calls of each plain function. The child
+computes; this side judges. Each case's input is built here and sent as data, and its
+result is settled here from the output and storages the child sends back (`judge`): what
+the child says of pass or fail can fail a case, never pass one. Everything read from the
+child is bounded: a deadline per case that no event of the child's resets, one per session,
+and caps on the size and number of its events. A segfault, a
 fatal error, a hang or a GPU context lost to an illegal address fails the case that was
 running, with its cause, and a fresh child picks up at the next case; a runaway allocation
 fails at the child's memory limit. After a few crashes in one job the rest of its cases are
@@ -23,9 +28,11 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from learning.workshops.checking.cases import Case, CaseResult, Failure, Verdict
+from learning.workshops.checking.cases import OPS, Case, CaseResult, Failure, Verdict
 from learning.workshops.checking.child import child_env
+from learning.workshops.checking.exchange import TEXT_LIMIT, Inputs, build_inputs
 from learning.workshops.checking.faults import internal_result
+from learning.workshops.checking.judge import settle
 
 CHILD_MODULE = "learning.workshops.checking.child"
 """The module each child runs (`python -m`); see its docstring for the protocol."""
@@ -36,6 +43,10 @@ MEMORY_LIMIT_BYTES = 8 * 1024**3
 runaway allocation fails at 8 GiB with an error rather than making the machine swap."""
 MAX_EVENT_BYTES = 32 * 1024**2
 """The longest report line read from a child; a longer one ends it as a crash."""
+EVENTS_PER_CASE = 8
+"""Events a job may send per case (start, result, a few notes) before it counts as a flood."""
+MAX_NOTES = 10
+"""Notes kept from one job (what the interpreter did unlike a GPU), each TEXT_LIMIT long."""
 
 
 @dataclass
@@ -62,11 +73,13 @@ class Session:
     it another way (`impl` is then a path as the child sees it). A definitions file that does
     not load is that for every job: the session answers each with the same load error."""
 
-    def __init__(self, impl: Path, wrap: Wrap | None = None) -> None:
+    def __init__(self, impl: Path, wrap: Wrap | None = None, budget_s: float | None = None) -> None:
         self.impl, self.wrap = impl, wrap or list
         self.child: _Child | None = None
         self.load_error: str | None = None
         self.mode = self.device = "unknown"
+        self.ends = None if budget_s is None else time.monotonic() + budget_s
+        """When every job of this session must be done (None: no limit but each case's)."""
 
     def __enter__(self) -> Session:
         return self
@@ -86,11 +99,14 @@ class Session:
         """Every case of `cases` run against `function`: each has a result, a case that
         crashed, hung or never ran a failed one."""
         run = IsolatedRun()
+        kind = OPS[op].kind
+        inputs = {id(c): build_inputs(kind, c, seed) for c in cases}
         remaining, crashes = list(cases), 0
         while remaining:
             job = {"op": op, "function": function, "seed": seed}
-            job["cases"] = [asdict(c) for c in remaining]
-            done, stop = self._run(job, run, case_timeout_s)
+            job["cases"] = [{**asdict(c), "inputs": inputs[id(c)].to_wire()} for c in remaining]
+            judged = [(c, inputs[id(c)]) for c in remaining]
+            done, stop = self._run(job, run, case_timeout_s, judged=judged)
             remaining = remaining[done:]
             if run.load_error or stop is None or not remaining:
                 break
@@ -116,10 +132,18 @@ class Session:
             raise CallsFailed(f"{function} could not be called: {why}")
         return answers[0]
 
-    def _run(self, job: dict, run: IsolatedRun, timeout_s: float, answers: list | None = None):
+    def _run(
+        self,
+        job: dict,
+        run: IsolatedRun,
+        timeout_s: float,
+        answers: list | None = None,
+        judged: list[tuple[Case, Inputs]] = (),
+    ):
         """Send `job` to the child (started when there is none) and read its events into
-        `run` until it is done: how many cases finished, and the crash or hang (a Verdict)
-        that stopped it, or None."""
+        `run` until it is done: how many cases finished, and the crash, hang or flood (a
+        Verdict) that stopped it, or None. Each case of `judged` (a case and the input sent
+        for it) is settled from the data its result carries."""
         if self.load_error is None and self.child is None:
             self.child = _Child.start(self)
         if self.load_error is not None:
@@ -128,37 +152,50 @@ class Session:
         run.mode, run.device = self.mode, self.device
         child, finished = self.child, 0
         child.send(job)
-        deadline = time.monotonic() + timeout_s
+        events_left = EVENTS_PER_CASE * (len(judged) + 1)
+        deadline = self._deadline(timeout_s)  # moved on by a result only, never by a start
         while True:
             event = child.events.next(deadline)
-            if not isinstance(event, dict):  # hung, gone, or garbled: this child is done
-                if event is None:
-                    stop = Verdict(Failure.TIMEOUT, f"no result after {timeout_s:.0f} s")
-                elif event == "eof":
-                    stop = Verdict(Failure.CRASH, child.cause())
-                else:  # something in the child wrote over its report
-                    stop = Verdict(Failure.CRASH, f"its report to the checker was {event}")
+            events_left -= 1
+            stop = self._stopped(event, events_left, timeout_s)
+            if stop is None:
+                try:
+                    kind = event.pop("event", None)
+                    if kind == "done":
+                        return finished, None
+                    if kind in ("result", "internal-error"):
+                        if finished >= len(judged):
+                            raise ValueError("a result for a case it was not sent")
+                        op = OPS[job["op"]]
+                        run.results.append(_result(kind, event, op, *judged[finished]))
+                        finished += 1
+                        deadline = self._deadline(timeout_s)
+                    else:
+                        _other(kind, event, run, answers)
+                except (KeyError, TypeError, ValueError, AttributeError) as exc:
+                    stop = Verdict(Failure.CRASH, f"its report to the checker was garbled ({exc})")
+            if stop is not None:
                 self.close()
                 return finished, stop
-            kind = event.pop("event", None)
-            if kind == "done":
-                return finished, None
-            if kind == "missing":
-                run.load_error = event["detail"]
-            elif kind == "start":
-                deadline = time.monotonic() + timeout_s
-            elif kind == "result":
-                run.results.append(CaseResult.from_event(event))
-                finished += 1
-            elif kind == "answers" and answers is not None:
-                answers.append(event["answers"])
-            elif kind == "note":
-                run.notes.append(event["text"])
-            elif kind == "internal-error":  # the checks raised: the checker's fault, not a crash
-                text = f"{event['detail']} at {event['where']}"
-                case = Case(**job["cases"][finished])
-                run.results.append(internal_result(case, text))
-                finished += 1
+
+    def _deadline(self, timeout_s: float) -> float:
+        """When the case now running must be done: `timeout_s` from now, within the session's."""
+        deadline = time.monotonic() + timeout_s
+        return deadline if self.ends is None else min(deadline, self.ends)
+
+    def _stopped(self, event: object, events_left: int, timeout_s: float) -> Verdict | None:
+        """Why reading this child stops here (hung, gone, garbled, flooding), or None."""
+        if isinstance(event, dict):
+            if events_left < 0:
+                return Verdict(Failure.CRASH, "it flooded its report to the checker with events")
+            return None
+        if event is None:
+            if self.ends is not None and time.monotonic() >= self.ends:
+                return Verdict(Failure.TIMEOUT, "the submission's time for its checks ran out")
+            return Verdict(Failure.TIMEOUT, f"no result after {timeout_s:.0f} s")
+        if event == "eof":
+            return Verdict(Failure.CRASH, self.child.cause())
+        return Verdict(Failure.CRASH, f"its report to the checker was {event}")
 
 
 class _Child:
@@ -228,6 +265,31 @@ class _Child:
                 stream.close()
             except OSError:
                 pass
+
+
+def _result(kind: str, event: dict, op, case: Case, inputs: Inputs) -> CaseResult:
+    """A case's result, settled here from the data of the child's `result` event; an
+    `internal-error` event (the child's checks raised) is that case's internal error."""
+    if kind == "internal-error":
+        text = f"{event['detail']} at {event['where']}"[:TEXT_LIMIT]
+        return internal_result(case, text)
+    child = CaseResult.from_event(event)
+    return settle(op, case, inputs, child, event.get("seen"))
+
+
+def _other(kind: str, event: dict, run: IsolatedRun, answers: list | None) -> None:
+    """An event that is not a case's result: a missing function, a calls job's answers, a
+    note (kept, bounded), a start (nothing to do)."""
+    if kind == "missing":
+        run.load_error = str(event["detail"])[:TEXT_LIMIT]
+    elif kind == "answers" and answers is not None:
+        answers.append(event["answers"])
+    elif kind == "note":
+        note = str(event["text"])[:TEXT_LIMIT]
+        if note not in run.notes and len(run.notes) < MAX_NOTES:
+            run.notes.append(note)
+    elif kind != "start":
+        raise ValueError(f"an event of unknown kind {str(kind)[:40]!r}")
 
 
 def _failed(case: Case, failure: Failure, why: str) -> CaseResult:
