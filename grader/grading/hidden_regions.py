@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import ast
 
+import nbformat
+from nbformat import NotebookNode
 from nbgrader.preprocessors.clearhiddentests import ClearHiddenTests
 
 HIDDEN_BEGIN = ClearHiddenTests.begin_test_delimeter.default_value
@@ -44,6 +46,14 @@ def split_hidden_tests(source: str) -> tuple[str, str | None]:
 def strip_hidden_tests(source: str) -> str:
     """`source` without its hidden-test regions (see `split_hidden_tests`)."""
     return split_hidden_tests(source)[0]
+
+
+def stripped(nb: NotebookNode) -> NotebookNode:
+    """A copy of `nb` with every cell's hidden-test regions removed: what a sandbox sees."""
+    copy = nbformat.from_dict(nb)
+    for cell in copy.cells:
+        cell.source = strip_hidden_tests(cell.source)
+    return copy
 
 
 def hidden_region(source: str) -> str | None:

@@ -61,6 +61,7 @@ from grader.grading.hidden_regions import (  # noqa: F401 - re-exported: their o
     HIDDEN_END,
     split_hidden_tests,
     strip_hidden_tests,
+    stripped,
 )
 from learning.workshops.checking.notebook_runner import DEAD_KERNEL
 
@@ -688,14 +689,6 @@ class _Streams:
 RUNNER_MODULE = "learning.workshops.checking.notebook_runner"
 RESULT_LIMIT_BYTES = 64 * MiB
 """The largest executed notebook read back from the sandbox; a larger one is refused."""
-
-
-def stripped(nb: NotebookNode) -> NotebookNode:
-    """A copy of `nb` with every cell's hidden-test regions removed."""
-    copy = nbformat.from_dict(nb)
-    for cell in copy.cells:
-        cell.source = strip_hidden_tests(cell.source)
-    return copy
 
 
 def copy_submission(folder: Path, work: Path, limit_bytes: int) -> list[str]:
