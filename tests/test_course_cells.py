@@ -4,6 +4,7 @@ the gradebook's source cells, and nothing a student writes is run as a check."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import shutil
 from collections import defaultdict
 from pathlib import Path
@@ -15,6 +16,7 @@ import torch
 from grader import course
 from grader.grading.course_cells import (
     CourseNotFound,
+    course_cells_of,
     course_for,
     course_hidden_checks,
     graded_regions,
@@ -78,6 +80,19 @@ def test_course_cells_are_the_sources_cells(scratch):
         assert cell.points == (float(meta["points"]) if meta["grade"] else None)
         assert cell.hidden == split_hidden_tests(want.source)[1]
     assert dict(course_hidden_checks(cells)) == HIDDEN_CHECKS
+
+
+def test_the_source_notebook_gives_the_gradebooks_cells(scratch):
+    """Without a gradebook (tests, tools), does the course's source notebook give the same
+    course cells as the gradebook `generate_assignment` filled (checksums aside), with no
+    solution's source in them?"""
+    source = nbformat.read(scratch / "source" / course.ASSIGNMENT / course.NOTEBOOK, 4)
+    saved = [
+        dataclasses.replace(c, checksum=None, source="" if c.solution else c.source)
+        for c in _course(scratch)
+    ]
+    assert list(course_cells_of(source)) == saved
+    assert all(c.source == "" for c in course_cells_of(source) if c.solution)
 
 
 def test_the_gradebook_is_read_once_per_process(scratch, tmp_path):

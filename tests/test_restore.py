@@ -232,3 +232,24 @@ def test_hidden_regions_the_course_did_not_write_are_cut_out(scratch):
 
 def _gradebook(root: Path) -> tuple[str, str, str]:
     return f"sqlite:///{root / 'gradebook.db'}", course.ASSIGNMENT, "strided_softmax"
+
+
+def test_a_renamed_course_cell_is_the_students_and_the_course_cell_comes_back(scratch):
+    """Is a hidden cell whose grade id the student changed graded as nothing, with the
+    course's cell put back whole (its hidden region included) in its place?"""
+    nb = course.solved_notebook(scratch)
+    renamed = _by_id(nb)["hidden_pass1"]
+    renamed.metadata.nbgrader["grade_id"] = "hidden_pass1_mine"
+    nb, notes = _sanitized(scratch, nb, "renamed")
+    restored = _by_id(nb)["hidden_pass1"]
+    assert "nbgrader" not in renamed.metadata
+    after = nb.cells.index(renamed) < nb.cells.index(restored)
+    assert after and nb.cells.index(restored) < nb.cells.index(_by_id(nb)["pass2"])
+    assert restored.source.startswith("# Put back by the grader")
+    assert "### BEGIN HIDDEN TESTS" in restored.source
+    assert notes == [
+        f"cell {nb.cells.index(renamed) + 1}, the student's own (its grade id "
+        "'hidden_pass1_mine' is not the course's; its nbgrader metadata taken off: never "
+        "graded)",
+        "hidden_pass1 (deleted: the cell put back)",
+    ]

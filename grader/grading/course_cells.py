@@ -103,6 +103,26 @@ def course_cells_from(gradebook, notebook: str, assignment: str) -> tuple[Course
     )
 
 
+def course_cells_of(source: NotebookNode) -> tuple[CourseCell, ...]:
+    """The course cells of the course's own source notebook (`source/<assignment>/`, the
+    instructor's file, never a submission), for tests and tools without a gradebook. A
+    solution cell's source is left empty, so the instructor's answers never travel from
+    here (the gradebook holds its stub); checksums are None."""
+    cells = []
+    for cell in source.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if not meta.get("grade_id"):
+            continue
+        solution = bool(meta.get("solution"))
+        points = float(meta.get("points", 0)) if meta.get("grade") else None
+        text = "" if solution else cell.source
+        locked, task = bool(meta.get("locked")), bool(meta.get("task"))
+        cells.append(
+            CourseCell(meta["grade_id"], cell.cell_type, text, locked, None, points, solution, task)
+        )
+    return tuple(cells)
+
+
 @functools.lru_cache(maxsize=8)
 def read_course_cells(db_url: str, assignment: str, notebook: str) -> tuple[CourseCell, ...]:
     """The course notebook's cells from the gradebook at `db_url`, read once per process
