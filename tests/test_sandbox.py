@@ -374,8 +374,10 @@ def test_course_folders_are_never_bound(course, monkeypatch):
 
 
 def test_missing_bwrap_names_the_package(tmp_path, monkeypatch):
-    """Without bwrap on PATH, does grading refuse, naming the package and the unsafe flag?"""
+    """Without bwrap on PATH or in the environment, does grading refuse, naming the package
+    and the unsafe flag?"""
     monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr(sandbox.bubblewrap, "packaged", lambda: None)
     monkeypatch.delenv(sandbox.UNSAFE_ENV, raising=False)
     with pytest.raises(sandbox.SandboxUnavailable) as error:
         sandboxed(["python3"], work=tmp_path)

@@ -55,6 +55,7 @@ from nbformat import NotebookNode
 from nbgrader.preprocessors import Execute
 
 import learning
+from grader.grading import bwrap as bubblewrap
 from grader.grading.grading_log import log_for
 from grader.grading.hidden_regions import (  # noqa: F401 - re-exported: their old home
     HIDDEN_BEGIN,
@@ -115,16 +116,16 @@ _serial = itertools.count()
 
 
 def require_bwrap() -> str:
-    """The path of bubblewrap's `bwrap`; raise SandboxUnavailable, saying what to do, without."""
-    path = shutil.which("bwrap")
-    if path is None:
+    """The path of a `bwrap` that has started a sandbox here (`grader.grading.bwrap`: the
+    system's or the environment's, checked once a process); raise SandboxUnavailable, saying
+    what to do, without."""
+    try:
+        return bubblewrap.ready(_namespaces(_privileged()))
+    except bubblewrap.BwrapUnavailable as exc:
         raise SandboxUnavailable(
-            "grading runs student code under bubblewrap, and `bwrap` is not on PATH: install "
-            "the Debian package `bubblewrap` (apt-get install bubblewrap), or pass "
-            f"{UNSAFE_FLAG} to grade with no sandbox (student code can then read the "
-            "gradebook, the hidden tests and the course secret)."
-        )
-    return path
+            f"{exc} Or pass {UNSAFE_FLAG} to grade with no sandbox (student code can then "
+            "read the gradebook, the hidden tests and the course secret)."
+        ) from None
 
 
 def unsafe_requested() -> bool:
