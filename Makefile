@@ -7,6 +7,9 @@ PYTHON ?= $(VENV)/bin/python
 # torch's wheel index: PyTorch's CPU-only one where there is no nvidia-smi, else PyPI's default.
 CPU_INDEX := https://download.pytorch.org/whl/cpu
 TORCH_INDEX ?= $(if $(shell command -v nvidia-smi),,$(CPU_INDEX))
+# Whether TORCH_INDEX answers: one request for its torch page, 5 s at most. pip alone retried an
+# index that accepts and never answers for 99.6 s (5 tries of its 15 s timeout) before the fallback.
+ANSWERS = import sys, urllib.request; urllib.request.urlopen(sys.argv[1].rstrip("/") + "/torch/", timeout=5)
 # torch's requirement as pyproject.toml states it, e.g. torch>=2.11,<2.14
 TORCH = $(shell sed -n 's/^ *"\(torch[<>=!~][^"]*\)",*$$/\1/p' pyproject.toml)
 
@@ -47,8 +50,17 @@ venv: $(VENV)/.installed  ## only build .venv
 $(VENV)/.installed: pyproject.toml
 	test -x $(VENV)/bin/python || python3 -m venv $(VENV)
 	$(VENV)/bin/python -m pip install -q --upgrade pip
-	$(VENV)/bin/python -m pip install -q $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) "$(TORCH)" \
-	  $(if $(TORCH_INDEX),|| $(VENV)/bin/python -m pip install -q "$(TORCH)")  # index unreachable
+ifneq ($(TORCH_INDEX),)
+	if $(VENV)/bin/python -c '$(ANSWERS)' "$(TORCH_INDEX)" 2>/dev/null; then \
+	  $(VENV)/bin/python -m pip install -q --index-url $(TORCH_INDEX) "$(TORCH)" \
+	  || $(VENV)/bin/python -m pip install -q "$(TORCH)"; \
+	else \
+	  echo "torch: $(TORCH_INDEX) gave no answer in one try of 5 s; the configured index then"; \
+	  $(VENV)/bin/python -m pip install -q "$(TORCH)"; \
+	fi
+else
+	$(VENV)/bin/python -m pip install -q "$(TORCH)"
+endif
 	$(VENV)/bin/python -m pip install -q -e ".[course,dev]"
 	# jupyter-events asks for jsonschema[format-nongpl], whose rfc3987-syntax builds an Earley
 	# parser on import: 2.3 s in every process that imports nbformat (each nbgrader command,

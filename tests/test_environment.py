@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 import subprocess
 import sys
+import time
 import tomllib
 from pathlib import Path
 
@@ -110,3 +112,39 @@ def test_make_leaves_out_the_slow_iri_format_checker():
     probe = "import sys, nbformat; print('rfc3987_syntax' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
     assert done.stdout.split() == ["False"], done.stderr
+
+
+def test_make_asks_a_silent_torch_index_once_then_takes_the_configured_one(tmp_path):
+    """When the torch index accepts the connection and never answers, does the venv recipe give
+    up after one 5 s request and install from the configured index (pip alone retried it for
+    99.6 s, 5 tries of its 15 s timeout), saying so?"""
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)  # connections queue in the backlog; nothing is ever read or written
+    index = f"http://127.0.0.1:{silent.getsockname()[1]}/"
+    recipe = dry_run_venv(index)
+    step = recipe[recipe.index("if .venv") : recipe.index("\nfi\n") + 4]
+    pip = tmp_path / "pip"
+    pip.write_text('#!/bin/sh\necho "pip $*"\n')
+    pip.chmod(0o755)
+    step = step.replace(".venv/bin/python -m pip", str(pip)).replace(
+        ".venv/bin/python", sys.executable
+    )
+    started = time.monotonic()
+    done = subprocess.run(["sh", "-c", step], capture_output=True, text=True, timeout=60)
+    seconds = time.monotonic() - started
+    silent.close()
+    torch = versions.requirement("torch")
+    assert done.stdout.splitlines() == [
+        f"torch: {index} gave no answer in one try of 5 s; the configured index then",
+        f"pip install -q {torch}",
+    ], done
+    assert 4.5 < seconds < 10, seconds
+
+
+def test_make_takes_the_configured_index_without_asking_when_torch_index_is_empty():
+    """With TORCH_INDEX= (CI's choice), does the recipe install from the configured index and
+    make no request first?"""
+    recipe = dry_run_venv("")
+    assert "urlopen" not in recipe and "--index-url" not in recipe, recipe
+    assert f'.venv/bin/python -m pip install -q "{versions.requirement("torch")}"\n' in recipe
