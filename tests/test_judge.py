@@ -164,3 +164,17 @@ def test_endless_start_events_do_not_reset_the_deadline(tmp_path):
     with Session(impl) as session:
         run = session.run_cases("strided_softmax", "strided_softmax", [WIDE], 1, 3.0)
     assert [r.failure for r in run.results] in ([Failure.TIMEOUT], [Failure.CRASH])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_any_view_crosses_as_its_values(dtype):
+    """Does a view of any strides (0, size 1, transposed) cross to the parent as its values?"""
+    base = torch.arange(6.0).to(dtype)
+    for view in (
+        base[:1].view(1, 1).expand(1, 1),
+        base[:1].view(1, 1).expand(3, 4),
+        base.view(2, 3).t(),
+    ):
+        from learning.workshops.checking.exchange import tensor_from_wire, tensor_to_wire
+
+        assert torch.equal(tensor_from_wire(tensor_to_wire(view)), view.contiguous())

@@ -115,7 +115,8 @@ def fresh_examples(failed: list[Case], taken: set[tuple], rng: random.Random) ->
             key = view_key(case.layout, rows, cols)
             if key not in taken:
                 taken.add(key)
-                examples.append(replace(case, name=f"example-{case.layout}", rows=rows, cols=cols))
+                name = f"example-{case.layout}" + (f"-{made + 1}" if made else "")
+                examples.append(replace(case, name=name, rows=rows, cols=cols))
                 made += 1
     return examples
 
@@ -157,13 +158,61 @@ def hidden_failure(
     example = _same_failure(failed, by_name, run_examples(examples) if examples else [])
     if example is not None:
         lines.append("An example that fails the same way, drawn for this message, not hidden:")
-        lines.append(f"  FAIL {example.detail}")
+        drawn = next(e for e in examples if e.name == example.name)
+        lines.append(f"  FAIL {example_line(drawn, example)}")
     elif examples:
         lines.append(
             "Freshly drawn inputs of the same kinds pass: the failure depends on the hidden "
             "sizes. Try more widths (odd, wide) and row counts."
         )
     return "\n".join(lines)
+
+
+FAILURE_WORDS = {
+    "exception": "your function raised an exception",
+    "memory": "your function ran out of memory",
+    "crash": "the process running your code died",
+    "timeout": "your function did not finish in time",
+    "not-a-tensor": "the result is not a tensor",
+    "shape": "the output has the wrong shape",
+    "dtype": "the output's dtype is not the input's",
+    "device": "the output is not on the input's device",
+    "layout": "the output is not a new contiguous tensor",
+    "input-written": "the input's storage was written",
+    "no-launch": "no Triton kernel ran",
+    "outside-kernel": "torch read the input outside your kernel",
+    "launch-on-empty": "a kernel was launched for zero rows",
+    "nonfinite": "NaN or inf where the softmax is finite",
+    "sum-low": "rows sum to less than one",
+    "permuted": "the right values in the wrong places",
+    "ambiguous": "the expected values in other places",
+    "values": "wrong values",
+    "stale": "a repeated call gave an earlier result",
+    "not-raised": "the bad input was accepted",
+    "unclear-error": "the bad input was refused without naming the problem",
+    "overrun": "lanes past the row's end loaded or stored",
+    "ownership": "an output element was written twice or not at all",
+    "out-of-bounds": "a load left the view",
+    "aliasing-accepted": "a view whose elements share addresses was accepted",
+    "outside-view": "storage outside the view changed",
+    "read-after-write": "a program read what another one writes",
+    "not-in-place": "the call did not return x",
+    "no-row-sum": "dx equals y * dy: the row sum is missing",
+}
+"""What a failed example shows, by failure: words of the grader's own, never the child's."""
+
+
+def example_line(case: Case, result: CaseResult) -> str:
+    """A failed example as the student reads it, from the case the grader drew and the
+    failure's kind alone: no text that the student's process wrote reaches a hidden cell."""
+    from learning.workshops.checking.views import geometry
+
+    what = FAILURE_WORDS.get(str(result.failure), "it failed")
+    if case.bad_input:
+        return f"{case.name}: {BAD_INPUT_WORDS.get(case.bad_input, 'a bad input')}: {what}"
+    g = geometry(case.layout, case.rows, case.cols)
+    view = f"{case.rows}x{case.cols} view, strides {g.strides}, storage offset {g.offset}"
+    return f"{case.name}: {view}, {case.dtype}: {what}"
 
 
 def _rng() -> random.Random:

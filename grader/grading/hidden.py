@@ -284,11 +284,11 @@ def check_address_table(address_table: Callable, views: list | None = None) -> N
             got = _triples(call_student("address_table", address_table, view))
         if sorted(got) != want:
             wrong = next((w for w in want if w not in set(got)), None)
-            raise AssertionError(
+            raise AssertionError(  # the grader's words alone: never what the function returned
                 f"address_table is wrong for a {tuple(view.shape)} view with strides "
                 f"{(sr, sc)} and storage offset {view.storage_offset()}: expected entry "
-                f"{wrong} (row, column, storage index) among {len(want)}, got "
-                f"{sorted(got)[:6]}{' ...' if len(got) > 6 else ''}. The index is "
+                f"{wrong} (row, column, storage index) among {len(want)}, and your table "
+                f"has {len(got)} entries{' without it' if wrong else ''}. The index is "
                 "storage_offset + row*stride(0) + col*stride(1)."
             )
     print(f"address_table: {len(views)} hidden views pass.")
@@ -301,7 +301,7 @@ def _triples(got) -> list[tuple[int, ...]]:
     except (TypeError, ValueError) as exc:
         raise AssertionError(
             f"address_table must return (row, column, storage index) entries of ints; reading "
-            f"what it returned ({type(got).__name__}) raised {type(exc).__name__}: {exc}"
+            f"what it returned as such raised {type(exc).__name__}"
         ) from exc
 
 
@@ -342,10 +342,10 @@ def check_worksheet(worksheet: Callable) -> None:
             raise AssertionError(f"worksheet must return a dict with keys {sorted(want)}")
         for key, value in want.items():
             if not _same(got[key], value):
-                raise AssertionError(
-                    f"worksheet[{key!r}] is {got[key]!r} for a measurement where it should be "
-                    f"{value!r}: compute every entry from the results passed in (the copy "
-                    "variant's median includes the copy)."
+                raise AssertionError(  # the grader's words alone: never the returned value
+                    f"worksheet[{key!r}] should be {value!r} for one of the hidden "
+                    "measurements, and is not: compute every entry from the results passed "
+                    "in (the copy variant's median includes the copy)."
                 )
     print("worksheet: 3 hidden measurements pass.")
 

@@ -11,7 +11,6 @@ raised in a hidden cell cannot change its score; `SaveAutoGrades` scores what is
 
 from __future__ import annotations
 
-import ast
 import contextlib
 import copy
 import functools
@@ -23,7 +22,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -32,9 +31,11 @@ from nbformat import NotebookNode
 from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets import Float, Integer, List, Tuple
 
+from grader.grading.course_cells import CourseCell, course_for, graded_regions
 from grader.grading.feedback import hidden_failure, timing_summary
 from grader.grading.grading_log import course_root, log_for
-from grader.grading.sandbox import AHEAD, split_hidden_tests
+from grader.grading.hidden_regions import CHECKS, hidden_checks, hidden_region  # noqa: F401
+from grader.grading.sandbox import AHEAD
 from grader.grading.timing_record import (
     BANDS,
     MAX_POINTS,
@@ -43,6 +44,7 @@ from grader.grading.timing_record import (
     bands_from_config,
 )
 from grader.grading.timing_record import SIDECAR as TIMING_SIDECAR
+from grader.grading.visible import visible_cells
 from grader.seeding import MissingSecret, course_secret
 from learning.workshops.checking.sidecars import HINTS_SIDECAR, RecordError, outcome, write_hints
 
@@ -55,30 +57,14 @@ if TYPE_CHECKING:
     from learning.workshops.checking.isolation import IsolatedRun, Session
 
 NOTEBOOK = "strided_softmax.ipynb"
-CHECKS = ("expect_address_table", "expect_hidden", "expect_worksheet", "timing_points")
-"""The checks a hidden region may call; each runs here, not in the grading kernel."""
-
-
-def hidden_region(source: str) -> str | None:
-    """The code between a cell's BEGIN and END HIDDEN TESTS markers, or None: exactly what
-    the sandbox cut out of the cell (`grader.grading.sandbox.split_hidden_tests`)."""
-    return split_hidden_tests(source)[1]
-
-
-def hidden_checks(region: str) -> list[tuple[str, list, dict]]:
-    """The checks a hidden region calls: (name, positional args, keyword args), each
-    argument a literal or, for a bare name, that name as a string."""
-
-    def value(node: ast.expr):
-        return node.id if isinstance(node, ast.Name) else ast.literal_eval(node)
-
-    calls = []
-    for node in ast.walk(ast.parse(region)):
-        if isinstance(node, ast.Call) and getattr(node.func, "id", None) in CHECKS:
-            args = [value(a) for a in node.args]
-            kwargs = {k.arg: value(k.value) for k in node.keywords}
-            calls.append((node.func.id, args, kwargs))
-    return calls
+NOT_LOADED = (
+    "the notebook's definitions do not load on their own, so no hidden case ran; restart "
+    "the kernel and run the notebook top to bottom to see the error."
+)
+CHECKER_FAILED = (
+    "{op}: the checker itself failed on {count} hidden case(s); this is not your code's "
+    "fault, and your instructor has the details in the grading log."
+)
 
 
 def submission_draw(resources: dict, root: Path) -> Draw:
@@ -111,28 +97,37 @@ TIMING_KIT = (
     "grading/timing_record.py",
 )
 """The grader modules the timing child runs (the reference kernel it times against, the
-timing itself and its record): the only part of `grader/` a sandbox ever sees, at /course/grader."""
+timing itself and its record), at /course/grader in the timing child's sandbox alone: the
+children that run the hidden cases see no part of `grader/`."""
 GRADER = Path(__file__).resolve().parents[1]
+CHECKS_BUDGET_S = 900.0
+"""The most time one submission's hidden-check children may take in all, whatever it does:
+the course's checks take 5-40 s on 2 cores; a submission that hangs case after case stops
+here rather than at the sum of its case timeouts."""
 
 
 @contextlib.contextmanager
 def sandboxed_copy(nb: NotebookNode, draw: Draw) -> Iterator[Runner]:
-    """A Runner over a scratch copy of `nb` that sandboxed children see as their own
-    folder (/work, a size-limited tmpfs when run as root); gone afterwards, with every
-    process the children started."""
+    """A Runner over a scratch copy of `nb`, without its hidden regions, that sandboxed
+    children see as their own folder (/work, a size-limited tmpfs when run as root); gone
+    afterwards, with every process the children started."""
+    from grader.grading.hidden_regions import stripped
     from grader.grading.sandbox import inside, sandbox_cgroups, sandboxed, scratch
     from learning.workshops.checking.isolation import Session
 
     with scratch() as work, sandbox_cgroups() as cgroups, tempfile.TemporaryDirectory() as kit:
-        nbformat.write(nb, work / NOTEBOOK)
+        nbformat.write(stripped(nb), work / NOTEBOOK)
         Path(kit).chmod(0o755)  # the sandbox's user reads it
         for name in TIMING_KIT:
             (Path(kit) / name).parent.mkdir(mode=0o755, exist_ok=True)
             (Path(kit) / name).write_bytes((GRADER / name).read_bytes())
-        extra = [(Path(kit), "/course/grader")]
-        wrap = functools.partial(sandboxed, work=work, cgroups=cgroups, extra=extra)
-        with Session(Path(inside(work, work / NOTEBOOK)), wrap) as session:
-            yield Runner(work, draw, wrap, session)
+        wrap = functools.partial(sandboxed, work=work, cgroups=cgroups)
+        timing_wrap = functools.partial(wrap, extra=[(Path(kit), "/course/grader")])
+        impl = Path(inside(work, work / NOTEBOOK))
+        with Session(impl, wrap, budget_s=CHECKS_BUDGET_S) as session:
+            runner = Runner(work, draw, wrap, session)
+            runner.timing_wrap = timing_wrap
+            yield runner
 
 
 def _stream(text: str) -> NotebookNode:
@@ -173,6 +168,7 @@ class Runner:
         self.took: dict[str, tuple[float, bool]] = {}  # their seconds, and if run ahead
         self.ahead = False  # whether runs now happen beside the notebook (ChecksAhead)
         self.timing_child: subprocess.Popen | None = None  # started ahead, waiting to measure
+        self.timing_wrap: Callable = wrap  # the timing child's sandbox: the kit bound in
 
     say: Callable[[str], None] = staticmethod(lambda _: None)
     """Where each check's outcome is told in full (the student's grading log)."""
@@ -210,6 +206,62 @@ class Runner:
 
         return self._once(function, run_function_check, function)
 
+    def public_run(self, function: str, op: str, names: tuple[str, ...] | None) -> IsolatedRun:
+        """The public cases `names` of `op` (all that apply when None) run against the
+        submission's `function`, judged here, once (see `ChecksAhead`)."""
+        import torch
+
+        from learning.workshops.checking.cases import suite
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        chosen = [c for c in suite(op, None, device) if names is None or c.name in names]
+        seed = secrets.randbelow(2**31)
+
+        def run(_name, session, _draw):
+            from grader.grading.hidden import CASE_TIMEOUT_S
+
+            return session.run_cases(op, function, chosen, seed, CASE_TIMEOUT_S)
+
+        return self._once(f"public:{function}:{op}:{names}", run, function)
+
+    def expect_cases(self, fn, op: str, names=None) -> None:
+        """The course's `expect_cases`, as a visible cell calls it here: the student's
+        function (a `visible.Remote`) run on public cases in the child, judged here."""
+        from grader.grading.visible import Remote
+        from learning.workshops.checking.faults import CheckerFault
+        from learning.workshops.checking.sidecars import public_key
+        from learning.workshops.notebook.testing import all_pass, record_outcome, verdict
+
+        if not isinstance(fn, Remote):
+            raise CheckerFault("the course's test cell passes expect_cases no student function")
+        wanted = tuple(names) if names is not None else None
+        run = self.public_run(fn.name, op, wanted)
+        if run.load_error:
+            raise AssertionError(f"{op}: {NOT_LOADED} ({run.load_error[:300]})")
+        record_outcome(public_key(op, wanted), run.results)
+        error = verdict(run.results, f"{op}, public cases")
+        if error is not None:
+            raise error
+        print(f"{op}: {all_pass(len(run.results), 'public')}")
+
+    def calls(self, function: str, inputs: list[dict]) -> list[dict]:
+        """The student's plain `function` called in the child on each input, as data."""
+        from grader.grading.hidden import student_calls
+
+        return student_calls(self.session, function, inputs)
+
+    def visible(self, cell: CourseCell) -> list[NotebookNode]:
+        """A visible test cell's outputs, from its course source run here (`visible`)."""
+        from grader.grading.visible import course_namespace, rescore
+
+        started = time.monotonic()
+        outputs = rescore(cell.source, course_namespace(self.expect_cases), self.calls)
+        failed = [o for o in outputs if o.output_type == "error"]
+        said = f"failed: {failed[0].ename}: {failed[0].evalue[:200]}" if failed else "passed"
+        took = time.monotonic() - started
+        self.say(f"{cell.grade_id}, rescored here ({took:.1f} s): {said}")
+        return outputs
+
     def _once(self, key: str, check: Callable, name: str):
         if key not in self.done:
             started = time.monotonic()
@@ -224,12 +276,15 @@ class Runner:
         from learning.workshops.notebook.testing import all_pass, record_outcome, verdict
 
         run = self.hidden_run(op)
-        if run.load_error:
-            raise AssertionError(f"{op}: the notebook's definitions do not load: {run.load_error}")
+        if run.load_error:  # the child's words are not shown here: they could carry anything
+            self.say(f"expect_hidden('{op}'): the definitions do not load: {run.load_error}")
+            raise AssertionError(f"{op}: {NOT_LOADED}")
         record_outcome(f"hidden:{op}", run.results)
         error = verdict(run.results, f"{op}, hidden cases")
         if isinstance(error, CheckerFault):
-            raise error
+            self.say(f"expect_hidden('{op}') in full: {error}")
+            faults = sum(r.failure == "internal-error" for r in run.results)
+            raise CheckerFault(CHECKER_FAILED.format(op=op, count=faults))
         if error is not None:  # the student reads kinds, hints and a fresh example
             self.say(f"expect_hidden('{op}') in full: {error}")
             cases = hidden_cases(op, self.draw)
@@ -270,7 +325,8 @@ class Runner:
 
         record = self.work / ".timing.json"
         seen = str(self.impl.with_name(record.name))
-        return Sandbox(self.wrap, str(self.impl), seen, record, self.draw.key, self.timing_child)
+        wrap = self.timing_wrap
+        return Sandbox(wrap, str(self.impl), seen, record, self.draw.key, self.timing_child)
 
     bands: tuple[Band, ...] = BANDS
     slowest: float = SLOWEST_FRACTION
@@ -339,16 +395,18 @@ class ChecksAhead:
     thread that started it ends, and the first child serves the timing and any check that
     did not finish ahead."""
 
-    def __init__(self, nb: NotebookNode, draw: Draw, children: int = 1) -> None:
+    def __init__(
+        self, nb: NotebookNode, draw: Draw, plan: list[Planned], children: int = 1, timed=False
+    ) -> None:
         import torch
 
         self._stack = contextlib.ExitStack()
         self._runner = self._stack.enter_context(sandboxed_copy(nb, draw))
         self._lanes = [self._runner]
-        checks = self._checks(nb)
+        checks = list(plan)
         for _ in range(min(children, len(checks)) - 1):
             self._lanes.append(self._stack.enter_context(sandboxed_copy(nb, draw)))
-        if torch.cuda.is_available() and "timing_points" in {c for c, *_ in all_checks(nb)}:
+        if torch.cuda.is_available() and timed:
             from grader.grading.gpu_timing import start_ahead
 
             self._runner.timing_child = start_ahead(self._runner.timing_sandbox())
@@ -366,25 +424,18 @@ class ChecksAhead:
             self._threads.append(thread)
             thread.start()
 
-    def _run(self, lane: Runner, checks: list[tuple[str, str]], ran: threading.Event) -> None:
+    def _run(self, lane: Runner, checks: list[Planned], ran: threading.Event) -> None:
         try:
-            for name, arg in checks:
+            for method, args in checks:
                 if self._closing.is_set():
                     break
                 try:
-                    getattr(lane, RUN_AHEAD[name])(arg)
+                    getattr(lane, method)(*args)
                 except Exception:  # run again, and reported, when the cell is graded
                     pass
         finally:
             ran.set()
         self._closing.wait()
-
-    @staticmethod
-    def _checks(nb: NotebookNode) -> list[tuple[str, str]]:
-        """The checks run ahead, (check, its argument), in the notebook's order."""
-        return [
-            (name, str(args[0])) for name, args, _ in all_checks(nb) if name in RUN_AHEAD and args
-        ]
 
     def runner(self) -> Runner:
         """The first child's Runner, holding every run of every child, once all have run."""
@@ -406,13 +457,38 @@ class ChecksAhead:
         self._stack.close()
 
 
-def all_checks(nb: NotebookNode) -> list[tuple[str, list, dict]]:
-    """Every check the notebook's hidden regions call, in order (see `hidden_checks`)."""
-    found = []
-    for cell in nb.cells:
-        region = hidden_region(cell.source) if cell.cell_type == "code" else None
-        found += hidden_checks(region) if region is not None else []
-    return found
+Planned = tuple[str, tuple]
+"""A run `ChecksAhead` starts early: the Runner method and its arguments."""
+
+
+def ahead_plan(course: Sequence[CourseCell]) -> list[Planned]:
+    """The runs of the course's graded cells that can start beside the notebook, in the
+    course's order: each hidden region's correctness checks and each visible cell's public
+    cases. From the course's cells alone: nothing a submission wrote plans a run."""
+    from grader.grading.visible import public_runs
+
+    plan: list[Planned] = []
+    for cell in course:
+        if not cell.grade or cell.cell_type != "code" or cell.solution:
+            continue
+        if cell.hidden is None:
+            plan += [("public_run", run) for run in public_runs(cell.source)]
+        else:
+            checks = hidden_checks(cell.hidden)
+            plan += [
+                (RUN_AHEAD[name], (str(a[0]),)) for name, a, _ in checks if name in RUN_AHEAD and a
+            ]
+    return plan
+
+
+def timed(course: Sequence[CourseCell]) -> bool:
+    """Whether a course cell's hidden region calls the GPU timing."""
+    return any(
+        name == "timing_points"
+        for cell in course
+        if cell.grade and cell.hidden is not None
+        for name, *_ in hidden_checks(cell.hidden)
+    )
 
 
 def _end(child: subprocess.Popen) -> None:
@@ -441,7 +517,11 @@ class StartChecksAhead(NbGraderPreprocessor):
             draw = submission_draw(resources, course_root(self.config))
         except MissingSecret:
             return nb, resources
-        resources[AHEAD] = ChecksAhead(copy.deepcopy(nb), draw, max(1, self.children))
+        course = course_for(resources)
+        children = max(1, self.children)
+        plan = ahead_plan(course)
+        ahead = ChecksAhead(copy.deepcopy(nb), draw, plan, children, timed(course))
+        resources[AHEAD] = ahead
         return nb, resources
 
 
@@ -484,9 +564,14 @@ class GradeHiddenCells(NbGraderPreprocessor):
             runner.say = say
             runner.bands = bands_from_config(self.timing_bands, self.timing_slowest_fraction)
             runner.slowest = self.timing_slowest_fraction
-            for cell in nb.cells:  # the sidecars go beside the graded notebook
-                region = hidden_region(cell.source) if cell.cell_type == "code" else None
-                if region is not None:
-                    graded = [out for check in hidden_checks(region) for out in runner.run(*check)]
+            course = course_for(resources)
+            hidden = {i: checks for i, _, checks in graded_regions(nb, course)}
+            visible = dict(visible_cells(nb, course))
+            for index in sorted({*hidden, *visible}):  # the sidecars go beside the notebook
+                cell = nb.cells[index]
+                if index in hidden:
+                    graded = [out for check in hidden[index] for out in runner.run(*check)]
                     cell.outputs = kernel_notes(cell.outputs) + graded
+                else:  # the course's assertions, run here: the kernel's outputs cannot score
+                    cell.outputs = runner.visible(visible[index])
         return nb, resources

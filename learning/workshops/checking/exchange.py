@@ -99,7 +99,8 @@ def tensor_to_wire(t: torch.Tensor) -> dict:
         "device": t.device.type,
     }
     if dtype in WIRE_DTYPES and t.numel() * t.element_size() <= MAX_TENSOR_BYTES:
-        flat = t.detach().to("cpu").contiguous().reshape(-1)
+        flat = torch.empty(t.numel(), dtype=t.dtype)  # strides of any view, 0 and size 1 too
+        flat.copy_(t.detach().reshape(-1))
         wire["data"] = base64.b64encode(flat.view(torch.uint8).numpy().tobytes()).decode()
     return wire
 
