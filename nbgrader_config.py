@@ -16,12 +16,13 @@ from nbgrader.preprocessors import (
     SaveAutoGrades,
 )
 
+from grader.grading.ahead import StartChecksAhead
 from grader.grading.extra_credit import AwardExtraCredit
 from grader.grading.feedback import StudentFeedback
 from grader.grading.grading_log import convert_hooks
 from grader.grading.restore import RestoreGradeCells
 from grader.grading.sandbox import SandboxedExecute
-from grader.grading.trusted import GradeHiddenCells, StartChecksAhead
+from grader.grading.trusted import GradeHiddenCells
 from learning.workshops.notebook.evidence import NOT_WRITTEN
 
 c = get_config()  # noqa: F821 - provided by nbgrader

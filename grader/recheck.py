@@ -34,9 +34,10 @@ import nbformat
 from grader import course
 from grader.grading.extra_credit import configured_points
 from grader.grading.hidden import FUNCTION_CHECKS, run_function_check, run_hidden
+from grader.grading.runner import Runner, sandboxed_copy
 from grader.grading.sandbox import SandboxUnavailable, ready_to_grade
 from grader.grading.timing_record import SIDECAR, load
-from grader.grading.trusted import Runner, draw_for, sandboxed_copy
+from grader.grading.trusted import draw_for
 from learning.workshops.checking.faults import INTERNAL_ERROR
 from learning.workshops.checking.sidecars import RecordError, RecordMissing
 

@@ -20,7 +20,7 @@ from grader import cohort, demo
 from grader.cohort import cli, sidecars
 from grader.course import ASSIGNMENT, NOTEBOOK
 from grader.grading.grading_log import GradingLog
-from grader.grading.trusted import Runner
+from grader.grading.runner import Runner
 from learning.workshops.measuring.results import H200_SAMPLE
 from learning.workshops.measuring.results import load as load_results
 from learning.workshops.measuring.timing import NoCudaError, require_cuda

@@ -43,7 +43,7 @@ def test_loading_the_course_config_imports_no_torch_or_triton(tmp_path):
     loaded = json.loads(done.stdout.splitlines()[-1])
     assert loaded["heavy"] == []
     assert loaded["autograde"][:3] == [
-        "grader.grading.trusted.StartChecksAhead",
+        "grader.grading.ahead.StartChecksAhead",
         "grader.grading.sandbox.SandboxedExecute",
         "grader.grading.trusted.GradeHiddenCells",
     ]

@@ -17,7 +17,7 @@ from test_cohort import FAKE_TIMING
 import grader.grading.gpu_timing as gpu_timing
 from grader import cohort, recheck
 from grader.course import ASSIGNMENT, NOTEBOOK, REPO
-from grader.grading import timing_record, trusted
+from grader.grading import runner, timing_record
 from grader.grading.timing_record import BANDS, MAX_POINTS, SIDECAR, band
 from learning.workshops.checking import sidecars
 from learning.workshops.checking.faults import INTERNAL_ERROR
@@ -285,7 +285,7 @@ def test_the_timing_cell_gives_the_policys_points():
     assert len(calls) == 1
     passed = calls[0].args[:1] or [k.value for k in calls[0].keywords if k.arg == "max_points"]
     assert ast.literal_eval(passed[0]) == MAX_POINTS
-    default = inspect.signature(trusted.Runner.timing_points).parameters["max_points"].default
+    default = inspect.signature(runner.Runner.timing_points).parameters["max_points"].default
     assert default == MAX_POINTS
 
 

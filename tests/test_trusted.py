@@ -7,6 +7,7 @@ import shutil
 import nbformat
 import pytest
 
+from grader.grading import ahead as checks_ahead
 from grader.grading import trusted
 from grader.grading.hidden import Draw, hidden_cases, hidden_views, run_function_check
 from grader.zoo import REFERENCE
@@ -140,13 +141,13 @@ def test_checks_shared_between_two_children_run_as_in_one():
     regions = [trusted.hidden_region(c.source) for c in nb.cells if c.cell_type == "code"]
     checks = [check for region in regions if region for check in trusted.hidden_checks(region)]
     plan = [
-        (trusted.RUN_AHEAD[name], (args[0],))
+        (checks_ahead.RUN_AHEAD[name], (args[0],))
         for name, args, _ in checks
-        if name in trusted.RUN_AHEAD
+        if name in checks_ahead.RUN_AHEAD
     ]
     verdicts, lanes = {}, {}
     for children in (1, 2):
-        ahead = trusted.ChecksAhead(nb, Draw("a secret", "ada"), plan, children)
+        ahead = checks_ahead.ChecksAhead(nb, Draw("a secret", "ada"), plan, children)
         try:
             runner = ahead.runner()
             lanes[children] = len(ahead._lanes)

@@ -20,8 +20,7 @@ from collections.abc import Callable
 import nbformat
 from nbformat import NotebookNode
 
-from learning.workshops.checking.faults import CheckerFault
-
+# torch comes with learning.workshops.checking: imported where used, as in `trusted`.
 TEXT_LIMIT = 1500
 """Characters kept of a visible cell's failure: it may quote values the child sent."""
 
@@ -35,6 +34,7 @@ class Remote:
 
     def __call__(self, *args, **kwargs):
         from grader.grading.hidden import replay
+        from learning.workshops.checking.faults import CheckerFault
 
         if len(args) != 1 or kwargs:
             raise CheckerFault(
@@ -68,6 +68,7 @@ def argument_spec(value) -> dict:
     import torch
 
     from grader.grading.hidden import view_input
+    from learning.workshops.checking.faults import CheckerFault
     from learning.workshops.measuring.results import Results
 
     if isinstance(value, torch.Tensor):

@@ -1,0 +1,188 @@
+"""Hidden and visible checks started beside the sandboxed notebook: `StartChecksAhead`.
+
+Their children need nothing from the notebook's run, so their start (Python, torch, CUDA,
+loading the definitions) and their compiles overlap the notebook's own; `GradeHiddenCells`
+then writes what they found, in the notebook's order. What runs ahead is planned from the
+course's cells alone (`ahead_plan`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import os
+import subprocess
+import threading
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from nbformat import NotebookNode
+from nbgrader.preprocessors import NbGraderPreprocessor
+from traitlets import Integer
+
+from grader.grading.course_cells import CourseCell, course_for
+from grader.grading.grading_log import course_root
+from grader.grading.hidden_regions import CHECKS, hidden_checks, hidden_region  # noqa: F401
+from grader.grading.sandbox import AHEAD
+from grader.seeding import MissingSecret
+
+# torch, triton and the modules that import them (grader.grading.hidden, the checking's cases,
+# faults and isolation, the timing, the notebook's testing) are imported where used: every
+# nbgrader command loads nbgrader_config.py, which names this module's preprocessors, and
+# importing them costs about 1.4 s that only grading needs.
+if TYPE_CHECKING:
+    from grader.grading.hidden import Draw
+
+from grader.grading.runner import Runner, sandboxed_copy
+from grader.grading.trusted import submission_draw
+
+CORES_PER_EXTRA_CHILD = 8
+"""Cores from which a submission's hidden checks are shared between two children: on an
+H200 host (16 cores) they took 17 s in one child beside a 14 s notebook; on 2 cores a second
+child would only take the notebook's time."""
+RUN_AHEAD = {"expect_hidden": "hidden_run", "expect_address_table": "function_run"}
+"""The checks run ahead (by the Runner method that runs each); the worksheet needs no
+child, and the timing waits for the notebook (it must have the GPU to itself)."""
+
+
+class ChecksAhead:
+    """The hidden correctness checks of one submission, run in sandboxed children while the
+    sandboxed notebook runs (they need nothing from that run): the children's start (Python,
+    torch, CUDA, loading the definitions) and their compiles overlap the notebook's own. With
+    `children` > 1 the checks are shared out, in the notebook's order, between that many
+    children, each with a background thread; `runner()` waits for them all and gathers their
+    runs into the first child's Runner, from then on `GradeHiddenCells`' alone. Their outputs,
+    sidecars and log lines are all written afterwards, in the notebook's order, as without it.
+
+    The threads live until `close()`: bubblewrap's --die-with-parent kills a sandbox when the
+    thread that started it ends, and the first child serves the timing and any check that
+    did not finish ahead."""
+
+    def __init__(
+        self, nb: NotebookNode, draw: Draw, plan: list[Planned], children: int = 1, timed=False
+    ) -> None:
+        import torch
+
+        self._stack = contextlib.ExitStack()
+        self._runner = self._stack.enter_context(sandboxed_copy(nb, draw))
+        self._lanes = [self._runner]
+        checks = list(plan)
+        for _ in range(min(children, len(checks)) - 1):
+            self._lanes.append(self._stack.enter_context(sandboxed_copy(nb, draw)))
+        if torch.cuda.is_available() and timed:
+            from grader.grading.gpu_timing import start_ahead
+
+            self._runner.timing_child = start_ahead(self._runner.timing_sandbox())
+            self._stack.callback(_end, self._runner.timing_child)
+        self._closing = threading.Event()
+        self._ran: list[threading.Event] = []
+        self._threads: list[threading.Thread] = []
+        count = len(self._lanes)
+        for i, lane in enumerate(self._lanes):
+            lane.ahead = True
+            share = checks[i * len(checks) // count : (i + 1) * len(checks) // count]
+            self._ran.append(threading.Event())
+            thread = threading.Thread(target=self._run, args=(lane, share, self._ran[-1]))
+            thread.daemon = True
+            self._threads.append(thread)
+            thread.start()
+
+    def _run(self, lane: Runner, checks: list[Planned], ran: threading.Event) -> None:
+        try:
+            for method, args in checks:
+                if self._closing.is_set():
+                    break
+                try:
+                    getattr(lane, method)(*args)
+                except Exception:  # run again, and reported, when the cell is graded
+                    pass
+        finally:
+            ran.set()
+        self._closing.wait()
+
+    def runner(self) -> Runner:
+        """The first child's Runner, holding every run of every child, once all have run."""
+        for ran in self._ran:
+            ran.wait()
+        for lane in self._lanes:
+            lane.ahead = False
+        for lane in self._lanes[1:]:
+            self._runner.done.update(lane.done)
+            self._runner.took.update(lane.took)
+        return self._runner
+
+    def close(self) -> None:
+        """Start no further check, wait for those running, stop the children, remove the
+        scratch copies."""
+        self._closing.set()
+        for thread in self._threads:
+            thread.join()
+        self._stack.close()
+
+
+Planned = tuple[str, tuple]
+"""A run `ChecksAhead` starts early: the Runner method and its arguments."""
+
+
+def ahead_plan(course: Sequence[CourseCell]) -> list[Planned]:
+    """The runs of the course's graded cells that can start beside the notebook, in the
+    course's order: each hidden region's correctness checks and each visible cell's public
+    cases. From the course's cells alone: nothing a submission wrote plans a run."""
+    from grader.grading.visible import public_runs
+
+    plan: list[Planned] = []
+    for cell in course:
+        if not cell.grade or cell.cell_type != "code" or cell.solution:
+            continue
+        if cell.hidden is None:
+            plan += [("public_run", run) for run in public_runs(cell.source)]
+        else:
+            checks = hidden_checks(cell.hidden)
+            plan += [
+                (RUN_AHEAD[name], (str(a[0]),)) for name, a, _ in checks if name in RUN_AHEAD and a
+            ]
+    return plan
+
+
+def timed(course: Sequence[CourseCell]) -> bool:
+    """Whether a course cell's hidden region calls the GPU timing."""
+    return any(
+        name == "timing_points"
+        for cell in course
+        if cell.grade and cell.hidden is not None
+        for name, *_ in hidden_checks(cell.hidden)
+    )
+
+
+def _end(child: subprocess.Popen) -> None:
+    """Kill a child that is still running (a timing child never told to measure)."""
+    if child.poll() is None:
+        child.kill()
+    with contextlib.suppress(ValueError, OSError, subprocess.TimeoutExpired):
+        child.communicate(timeout=10)  # its pipes closed (already, when it measured)
+
+
+class StartChecksAhead(NbGraderPreprocessor):
+    """Before the sandboxed notebook runs: start its hidden correctness checks beside it
+    (`ChecksAhead`, in resources[AHEAD]). Without a course secret nothing starts, and
+    `SandboxedExecute` refuses to grade."""
+
+    children = Integer(
+        default_value=2 if (os.cpu_count() or 1) >= CORES_PER_EXTRA_CHILD else 1,
+        help="Sandboxed children that share a submission's hidden checks while its notebook "
+        "runs. Each more child costs a Python with torch (and a CUDA context) but runs its "
+        f"share at the same time: 2 on machines with {CORES_PER_EXTRA_CHILD} cores or more, "
+        "else 1.",
+    ).tag(config=True)
+
+    def preprocess(self, nb: NotebookNode, resources: dict):
+        try:
+            draw = submission_draw(resources, course_root(self.config))
+        except MissingSecret:
+            return nb, resources
+        course = course_for(resources)
+        children = max(1, self.children)
+        plan = ahead_plan(course)
+        ahead = ChecksAhead(copy.deepcopy(nb), draw, plan, children, timed(course))
+        resources[AHEAD] = ahead
+        return nb, resources

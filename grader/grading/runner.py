@@ -1,0 +1,296 @@
+"""Runs one submission's graded checks on the trusted side: `Runner`, over a scratch copy.
+
+`sandboxed_copy` gives a Runner whose sandboxed child loads the submission's definitions
+(its notebook without hidden regions, and no part of `grader/`); each check the course's
+cells call (`expect_hidden`, `expect_address_table`, `expect_worksheet`, `timing_points`, and
+the visible cells' `expect_cases`) runs the student's code there and is judged here, in
+words of the grader's own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import io
+import json
+import secrets
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import nbformat
+from nbformat import NotebookNode
+
+from grader.grading.course_cells import CourseCell
+from grader.grading.feedback import hidden_failure, timing_summary
+from grader.grading.hidden_regions import CHECKS, hidden_checks, hidden_region  # noqa: F401
+from grader.grading.timing_record import (
+    BANDS,
+    MAX_POINTS,
+    SLOWEST_FRACTION,
+    Band,
+)
+from grader.grading.timing_record import SIDECAR as TIMING_SIDECAR
+
+# torch, triton and the modules that import them (grader.grading.hidden, the checking's cases,
+# faults and isolation, the timing, the notebook's testing) are imported where used: every
+# nbgrader command loads nbgrader_config.py, which names this module's preprocessors, and
+# importing them costs about 1.4 s that only grading needs.
+if TYPE_CHECKING:
+    from grader.grading.hidden import Draw
+    from learning.workshops.checking.isolation import IsolatedRun, Session
+
+NOTEBOOK = "strided_softmax.ipynb"
+NOT_LOADED = (
+    "the notebook's definitions do not load on their own, so no hidden case ran; restart "
+    "the kernel and run the notebook top to bottom to see the error."
+)
+CHECKER_FAILED = (
+    "{op}: the checker itself failed on {count} hidden case(s); this is not your code's "
+    "fault, and your instructor has the details in the grading log."
+)
+
+
+TIMING_KIT = (
+    "__init__.py",
+    "reference.py",
+    "grading/__init__.py",
+    "grading/gpu_timing.py",
+    "grading/timing_record.py",
+)
+"""The grader modules the timing child runs (the reference kernel it times against, the
+timing itself and its record), at /course/grader in the timing child's sandbox alone: the
+children that run the hidden cases see no part of `grader/`."""
+GRADER = Path(__file__).resolve().parents[1]
+CHECKS_BUDGET_S = 900.0
+"""The most time one submission's hidden-check children may take in all, whatever it does:
+the course's checks take 5-40 s on 2 cores; a submission that hangs case after case stops
+here rather than at the sum of its case timeouts."""
+
+
+@contextlib.contextmanager
+def sandboxed_copy(nb: NotebookNode, draw: Draw) -> Iterator[Runner]:
+    """A Runner over a scratch copy of `nb`, without its hidden regions, that sandboxed
+    children see as their own folder (/work, a size-limited tmpfs when run as root); gone
+    afterwards, with every process the children started."""
+    from grader.grading.hidden_regions import stripped
+    from grader.grading.sandbox import inside, sandbox_cgroups, sandboxed, scratch
+    from learning.workshops.checking.isolation import Session
+
+    with scratch() as work, sandbox_cgroups() as cgroups, tempfile.TemporaryDirectory() as kit:
+        nbformat.write(stripped(nb), work / NOTEBOOK)
+        Path(kit).chmod(0o755)  # the sandbox's user reads it
+        for name in TIMING_KIT:
+            (Path(kit) / name).parent.mkdir(mode=0o755, exist_ok=True)
+            (Path(kit) / name).write_bytes((GRADER / name).read_bytes())
+        wrap = functools.partial(sandboxed, work=work, cgroups=cgroups)
+        timing_wrap = functools.partial(wrap, extra=[(Path(kit), "/course/grader")])
+        impl = Path(inside(work, work / NOTEBOOK))
+        with Session(impl, wrap, budget_s=CHECKS_BUDGET_S) as session:
+            runner = Runner(work, draw, wrap, session)
+            runner.timing_wrap = timing_wrap
+            yield runner
+
+
+def _stream(text: str) -> NotebookNode:
+    return nbformat.v4.new_output("stream", name="stdout", text=text.rstrip() + "\n")
+
+
+def _error(exc: BaseException) -> NotebookNode:
+    message = str(exc)
+    name = type(exc).__name__
+    return nbformat.v4.new_output(
+        "error", ename=name, evalue=message, traceback=[f"{name}: {line}" for line in [message]]
+    )
+
+
+class Runner:
+    """Runs hidden checks on one submission: its notebook in a scratch folder that the
+    sandboxed children see as their own, its definitions loaded once in `session`'s child."""
+
+    def __init__(self, work: Path, draw: Draw, wrap: Callable, session: Session) -> None:
+        self.work, self.draw, self.wrap, self.session = work, draw, wrap, session
+        self.impl = session.impl
+        self.done: dict[str, object] = {}  # runs of hidden checks, by op or function
+        self.took: dict[str, tuple[float, bool]] = {}  # their seconds, and if run ahead
+        self.ahead = False  # whether runs now happen beside the notebook (ChecksAhead)
+        self.timing_child: subprocess.Popen | None = None  # started ahead, waiting to measure
+        self.timing_wrap: Callable = wrap  # the timing child's sandbox: the kit bound in
+
+    say: Callable[[str], None] = staticmethod(lambda _: None)
+    """Where each check's outcome is told in full (the student's grading log)."""
+
+    def run(self, name: str, args: list, kwargs: dict) -> list[NotebookNode]:
+        """One check's outputs: a line when it passed, an error when it failed; the log
+        tells its seconds too."""
+        from learning.workshops.checking.faults import CheckerFault
+        from learning.workshops.measuring.timing import NoCudaError
+
+        started = time.monotonic()
+        try:
+            outputs = getattr(self, name)(*args, **kwargs)
+        except (AssertionError, CheckerFault, NoCudaError) as exc:
+            said = f"{type(exc).__name__}: {exc}"
+            outputs = [_error(exc)]
+        else:
+            said = "passed"
+        took = f"{time.monotonic() - started:.1f} s"
+        seconds, ahead = self.took.get(str(args[0]) if args else "", (0.0, False))
+        if ahead:
+            took += f", {seconds:.1f} s of it beside the notebook"
+        self.say(f"{name}{tuple(args)} ({took}): {said}")
+        return outputs
+
+    def hidden_run(self, op: str) -> IsolatedRun:
+        """`op`'s hidden cases run against the submission, once (see `ChecksAhead`)."""
+        from grader.grading.hidden import run_hidden
+
+        return self._once(op, run_hidden, op)
+
+    def function_run(self, function: str) -> tuple[bool, str]:
+        """`function`'s hidden check run against the submission, once."""
+        from grader.grading.hidden import run_function_check
+
+        return self._once(function, run_function_check, function)
+
+    def public_run(self, function: str, op: str, names: tuple[str, ...] | None) -> IsolatedRun:
+        """The public cases `names` of `op` (all that apply when None) run against the
+        submission's `function`, judged here, once (see `ChecksAhead`)."""
+        import torch
+
+        from learning.workshops.checking.cases import suite
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        chosen = [c for c in suite(op, None, device) if names is None or c.name in names]
+        seed = secrets.randbelow(2**31)
+
+        def run(_name, session, _draw):
+            from grader.grading.hidden import CASE_TIMEOUT_S
+
+            return session.run_cases(op, function, chosen, seed, CASE_TIMEOUT_S)
+
+        return self._once(f"public:{function}:{op}:{names}", run, function)
+
+    def expect_cases(self, fn, op: str, names=None) -> None:
+        """The course's `expect_cases`, as a visible cell calls it here: the student's
+        function (a `visible.Remote`) run on public cases in the child, judged here."""
+        from grader.grading.visible import Remote
+        from learning.workshops.checking.faults import CheckerFault
+        from learning.workshops.checking.sidecars import public_key
+        from learning.workshops.notebook.testing import all_pass, record_outcome, verdict
+
+        if not isinstance(fn, Remote):
+            raise CheckerFault("the course's test cell passes expect_cases no student function")
+        wanted = tuple(names) if names is not None else None
+        run = self.public_run(fn.name, op, wanted)
+        if run.load_error:
+            raise AssertionError(f"{op}: {NOT_LOADED} ({run.load_error[:300]})")
+        record_outcome(public_key(op, wanted), run.results)
+        error = verdict(run.results, f"{op}, public cases")
+        if error is not None:
+            raise error
+        print(f"{op}: {all_pass(len(run.results), 'public')}")
+
+    def calls(self, function: str, inputs: list[dict]) -> list[dict]:
+        """The student's plain `function` called in the child on each input, as data."""
+        from grader.grading.hidden import student_calls
+
+        return student_calls(self.session, function, inputs)
+
+    def visible(self, cell: CourseCell) -> list[NotebookNode]:
+        """A visible test cell's outputs, from its course source run here (`visible`)."""
+        from grader.grading.visible import course_namespace, rescore
+
+        started = time.monotonic()
+        outputs = rescore(cell.source, course_namespace(self.expect_cases), self.calls)
+        failed = [o for o in outputs if o.output_type == "error"]
+        said = f"failed: {failed[0].ename}: {failed[0].evalue[:200]}" if failed else "passed"
+        took = time.monotonic() - started
+        self.say(f"{cell.grade_id}, rescored here ({took:.1f} s): {said}")
+        return outputs
+
+    def _once(self, key: str, check: Callable, name: str):
+        if key not in self.done:
+            started = time.monotonic()
+            self.done[key] = check(name, self.session, self.draw)
+            self.took[key] = (time.monotonic() - started, self.ahead)
+        return self.done[key]
+
+    def expect_hidden(self, op: str, *_, **__) -> list[NotebookNode]:
+        from grader.grading.hidden import hidden_cases
+        from learning.workshops.checking.cases import OPS
+        from learning.workshops.checking.faults import CheckerFault
+        from learning.workshops.notebook.testing import all_pass, record_outcome, verdict
+
+        run = self.hidden_run(op)
+        if run.load_error:  # the child's words are not shown here: they could carry anything
+            self.say(f"expect_hidden('{op}'): the definitions do not load: {run.load_error}")
+            raise AssertionError(f"{op}: {NOT_LOADED}")
+        record_outcome(f"hidden:{op}", run.results)
+        error = verdict(run.results, f"{op}, hidden cases")
+        if isinstance(error, CheckerFault):
+            self.say(f"expect_hidden('{op}') in full: {error}")
+            faults = sum(r.failure == "internal-error" for r in run.results)
+            raise CheckerFault(CHECKER_FAILED.format(op=op, count=faults))
+        if error is not None:  # the student reads kinds, hints and a fresh example
+            self.say(f"expect_hidden('{op}') in full: {error}")
+            cases = hidden_cases(op, self.draw)
+            others = [c for other in OPS if other != op for c in hidden_cases(other, self.draw)]
+            raise AssertionError(hidden_failure(op, cases, run.results, self._examples(op), others))
+        return [_stream(f"{op}: {all_pass(len(run.results), 'hidden')}")]
+
+    def _examples(self, op: str) -> Callable[[list], list]:
+        """Runs freshly drawn example cases of `op` against the submission, sandboxed."""
+        from grader.grading.hidden import CASE_TIMEOUT_S
+        from learning.workshops.checking.cases import OPS
+
+        def run(cases: list) -> list:
+            seed = secrets.randbelow(2**31)
+            function = OPS[op].function
+            return self.session.run_cases(op, function, cases, seed, CASE_TIMEOUT_S).results
+
+        return run
+
+    def _function(self, function: str) -> list[NotebookNode]:
+        from learning.workshops.notebook.testing import record_status
+
+        passed, said = self.function_run(function)
+        record_status(f"hidden:{function}", "passed" if passed else "failed")
+        if not passed:
+            raise AssertionError(said)
+        return [_stream(said)]
+
+    def expect_address_table(self, *_, **__) -> list[NotebookNode]:
+        return self._function("address_table")
+
+    def expect_worksheet(self, *_, **__) -> list[NotebookNode]:
+        return self._function("worksheet")
+
+    def timing_sandbox(self):
+        """How the timing child of this submission runs (`gpu_timing.Sandbox`)."""
+        from grader.grading.gpu_timing import Sandbox
+
+        record = self.work / ".timing.json"
+        seen = str(self.impl.with_name(record.name))
+        wrap = self.timing_wrap
+        return Sandbox(wrap, str(self.impl), seen, record, self.draw.key, self.timing_child)
+
+    bands: tuple[Band, ...] = BANDS
+    slowest: float = SLOWEST_FRACTION
+    """The timing's bands, as the course configures them (GradeHiddenCells)."""
+
+    def timing_points(self, max_points: float = MAX_POINTS, **__) -> list[NotebookNode]:
+        from grader.grading.gpu_timing import timing_points
+
+        sandbox = self.timing_sandbox()
+        sidecar = Path(TIMING_SIDECAR).resolve()
+        with contextlib.redirect_stdout(io.StringIO()):  # it names the hidden shapes
+            points = timing_points(
+                max_points, sidecar=sidecar, sandbox=sandbox, bands=self.bands, slowest=self.slowest
+            )
+        summary = timing_summary(json.loads(sidecar.read_text()))
+        result = nbformat.v4.new_output("execute_result", data={"text/plain": repr(points)})
+        return [_stream(summary), result]
