@@ -289,6 +289,22 @@ def test_the_timing_cell_gives_the_policys_points():
     assert default == MAX_POINTS
 
 
+def test_the_source_timing_cell_skips_on_a_cpu_with_one_sentence(monkeypatch, capsys):
+    """Run as the instructor runs the source notebook, on a machine without CUDA, does the
+    timing cell print that it skipped, with require_cuda's sentence, and raise nothing?"""
+    import torch
+
+    from learning.workshops.measuring import timing
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
+    smoke_tests = {"expect_cases": lambda *_: None, "strided_softmax": None}
+    exec(_timing_cell().source, smoke_tests)
+    with pytest.raises(timing.NoCudaError) as no_cuda:
+        timing.require_cuda()
+    assert capsys.readouterr().out == f"Skipped: {no_cuda.value}\n"
+
+
 def test_bands_score_and_label_from_one_definition():
     """Does each band's limit earn its fraction, and is each labelled as that fraction?"""
     assert [b.label for b in BANDS] == ["full points", "3/4", "1/2", "1/4"]

@@ -7,7 +7,6 @@ import re
 
 import nbformat
 import pytest
-import torch
 from traitlets.config.loader import PyFileConfigLoader
 
 from grader import course
@@ -116,14 +115,10 @@ def test_solution_cells_are_the_reference():
 
 
 def test_source_validates():
-    """Does `nbgrader validate` pass the source notebook, solutions included (all but the
-    GPU timing cell, which fails with one sentence when there is no GPU)?"""
+    """Does `nbgrader validate` pass the source notebook, solutions included, with or
+    without a GPU (without one, the timing cell skips with one sentence)?"""
     done = course.nbgrader(course.REPO, "validate", str(SOURCE), check=False)
-    if torch.cuda.is_available():
-        assert "Success! Your notebook passes all the tests." in done.stdout, done.stdout
-    else:
-        assert "VALIDATION FAILED ON 1 CELL(S)!" in done.stdout, done.stdout
-        assert "NoCudaError: GPU timing needs a CUDA device" in done.stdout
+    assert "Success! Your notebook passes all the tests." in done.stdout, done.stdout
 
 
 def test_untouched_release_fails_every_test():
