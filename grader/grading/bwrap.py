@@ -115,8 +115,8 @@ def find() -> Bwrap:
     """The bubblewrap the sandbox runs: the system's when new enough, else the packaged one;
     BwrapUnavailable, naming what was found and refused, without either."""
     refused: list[str] = []
-    for origin, path in (("the system", system()), (PACKAGE, packaged())):
-        if path is None:
+    for origin, where in (("the system", system), (PACKAGE, packaged)):
+        if (path := where()) is None:
             continue
         if origin == PACKAGE and (changed := _unpinned(path)):
             refused.append(f"{path} is not the pinned {PACKAGE} wheel's ({', '.join(changed)})")
