@@ -22,6 +22,7 @@ from grader.grading.feedback import StudentFeedback
 from grader.grading.grading_log import convert_hooks
 from grader.grading.restore import RestoreGradeCells
 from grader.grading.sandbox import SandboxedExecute
+from grader.grading.submission_files import refuse_irregular_submissions
 from grader.grading.trusted import GradeHiddenCells
 from learning.workshops.notebook.evidence import NOT_WRITTEN
 
@@ -95,6 +96,10 @@ c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedb
 # A grading log per student, grading_log/<assignment>/<student>.log and .json: what ran, the
 # cells put back, and why a submission could not be graded (grader/grading/grading_log.py).
 c.Autograde.pre_convert_hook, c.Autograde.post_convert_hook = convert_hooks(ROOT)
+# Submissions are regular files: a symlink, FIFO, socket or device anywhere in a submission
+# folder (the notebook and the folders included) makes the student ungradable, with the cause
+# in their grading log, before nbgrader copies anything (grader/grading/submission_files.py).
+refuse_irregular_submissions()
 
 # Grades (issue 11): `nbgrader export` writes each submission's status (graded; ungradable,
 # with the cause from its grading log; missing) and leaves the score empty unless it was

@@ -1,0 +1,147 @@
+"""Submissions are regular files: a symlink or special file anywhere in a submission folder
+is refused before nbgrader copies anything (grader/grading/submission_files.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import stat
+from pathlib import Path
+
+import pytest
+
+from grader import course
+from grader.grading.grading_log import read_record
+from grader.grading.submission_files import irregular_entries, refusal
+
+NOTEBOOK = "strided_softmax.ipynb"
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    """A clean submission folder, submitted/alice/i1, with a notebook and a data file."""
+    folder = tmp_path / "submitted" / "alice" / "i1"
+    (folder / "data").mkdir(parents=True)
+    (folder / NOTEBOOK).write_text("{}")
+    (folder / "data" / "notes.txt").write_text("mine")
+    (tmp_path / "course_secret.txt").write_text("s3cret")
+    return folder
+
+
+def test_a_folder_of_regular_files_is_accepted(folder):
+    """Is a submission of plain files and folders graded as it is?"""
+    assert irregular_entries(folder) == []
+    assert refusal(folder) is None
+
+
+def test_a_symlink_to_the_secret_is_refused_with_its_name(folder):
+    """Is a symlink deep in the folder refused, named, with where it points?"""
+    (folder / "data" / "key.txt").symlink_to(folder.parents[2] / "course_secret.txt")
+    cause = refusal(folder)
+    assert cause.startswith("submission refused, not graded: data/key.txt is a symbolic link")
+    assert "course_secret.txt" in cause and "s3cret" not in cause
+
+
+def test_a_symlinked_notebook_is_refused(folder, tmp_path):
+    """Is a notebook that is a link to another student's notebook refused?"""
+    other = tmp_path / "submitted" / "bob" / "i1" / NOTEBOOK
+    other.parent.mkdir(parents=True)
+    other.write_text("{}")
+    (folder / NOTEBOOK).unlink()
+    (folder / NOTEBOOK).symlink_to(other)
+    assert irregular_entries(folder) == [f"{NOTEBOOK} is a symbolic link (to {str(other)!r})"]
+
+
+def test_linked_folders_are_refused_and_not_walked(folder, tmp_path):
+    """Are a linked subfolder, a linked assignment folder and a linked student folder each
+    refused (and the linked folder's contents never listed as the student's)?"""
+    (folder / "grader").symlink_to(tmp_path, target_is_directory=True)
+    assert irregular_entries(folder) == [f"grader is a symbolic link (to {str(tmp_path)!r})"]
+    (folder / "grader").unlink()
+    linked = tmp_path / "submitted" / "mallory" / "i1"
+    linked.parent.mkdir()
+    linked.symlink_to(folder, target_is_directory=True)
+    assert irregular_entries(linked) == [f"i1/ is a symbolic link (to {str(folder)!r})"]
+    student = tmp_path / "submitted" / "eve"
+    student.symlink_to(folder.parent, target_is_directory=True)
+    assert irregular_entries(student / "i1")[0].startswith("eve/ is a symbolic link")
+
+
+def test_fifos_sockets_and_hard_links_are_refused(folder):
+    """Is each special file refused by kind: a FIFO where nbgrader reads timestamp.txt (it
+    would block the run), a socket, a hard link to a course file?"""
+    os.mkfifo(folder / "timestamp.txt")
+    listening = socket.socket(socket.AF_UNIX)
+    listening.bind(str(folder / "data" / "sock"))
+    os.link(folder.parents[2] / "course_secret.txt", folder / "copy.txt")
+    try:
+        found = irregular_entries(folder)
+    finally:
+        listening.close()
+    assert found == [
+        "copy.txt is a hard link (2 names for one file)",
+        "timestamp.txt is a FIFO",
+        "data/sock is a socket",
+    ]
+
+
+def test_device_nodes_are_refused(folder):
+    """Is a device node (made by root, as a tar extracted as root can make one) refused?"""
+    try:
+        os.mknod(folder / "null", stat.S_IFCHR | 0o666, os.makedev(1, 3))
+    except PermissionError:
+        pytest.skip("making a device node needs root")
+    assert irregular_entries(folder) == ["null is a character device"]
+
+
+def test_a_long_list_is_cut_and_counted(folder):
+    """Does a folder of many links give a cause of bounded length that counts the rest?"""
+    for index in range(40):
+        (folder / f"link{index:02}").symlink_to("/etc/passwd")
+    cause = refusal(folder)
+    assert "link04" in cause and "link05" not in cause and "and 35 more" in cause
+    assert len(cause) < 1200
+
+
+@pytest.mark.nbgrader
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap (bwrap)")
+def test_autograde_refuses_linked_submissions_and_grades_the_rest(tmp_path):
+    """In one real `nbgrader autograde`: is a symlinked notebook and a folder linking the
+    course secret each refused, named in the student's log and exported as ungradable, with
+    nothing of the secret under autograded/ or feedback/, while an honest student beside
+    them is graded?"""
+    root = course.new_course(tmp_path / "course")
+    secret = (root / "course_secret.txt").read_text().strip()
+    honest = course.submit(root, "alice", course.solved_notebook(root))
+    linked = root / "submitted" / "mallory" / course.ASSIGNMENT / NOTEBOOK
+    linked.parent.mkdir(parents=True)
+    linked.symlink_to(honest)
+    thief = course.submit(root, "trudy", course.solved_notebook(root))
+    (thief.parent / "notes.txt").symlink_to(root / "course_secret.txt")
+
+    run = course.autograde(root)
+    course.nbgrader(root, "generate_feedback", course.ASSIGNMENT, "--force")
+
+    assert sorted(run.failed) == ["mallory", "trudy"], run.log[-3000:]
+    for student, named in (("mallory", NOTEBOOK), ("trudy", "notes.txt")):
+        record = read_record(root, course.ASSIGNMENT, student)
+        assert record.outcome[0] == "ungradable"
+        assert f"{named} is a symbolic link" in record.outcome[1]
+        assert not (root / "autograded" / student).exists()
+    assert read_record(root, course.ASSIGNMENT, "alice").outcome == ("graded", "")
+    scores = {c.cell: c.score for c in course.cell_scores(root) if c.student == "alice"}
+    assert scores.get("test_pass1") == 1.0, scores  # its visible tests ran and passed
+    leaked = [
+        path
+        for top in ("autograded", "feedback")
+        for path in (root / top).rglob("*")
+        if path.is_file() and secret in path.read_text(errors="replace")
+    ]
+    assert leaked == []
+    exported = course.nbgrader(root, "export", "--to", str(tmp_path / "grades.csv"))
+    assert exported.returncode == 0
+    rows = (tmp_path / "grades.csv").read_text()
+    assert "symbolic link" in rows, rows
+    assert json.loads((root / "autograded" / "alice" / course.ASSIGNMENT / NOTEBOOK).read_text())
