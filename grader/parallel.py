@@ -99,6 +99,7 @@ from grader.course import (
     shown_url,
 )
 from grader.grading.sandbox import SandboxUnavailable, add_unsafe_option, ready_to_grade
+from grader.isolation.limits import WORKERS_ENV
 from learning.workshops.checking.child import child_env
 
 REPO = Path(__file__).resolve().parents[1]
@@ -241,9 +242,14 @@ def select_students(
     return shard_of(chosen, shard)
 
 
-def worker_env(root: Path, slot: int, gpus: Sequence[str], threads: int | None) -> dict[str, str]:
-    """The environment of worker `slot`: the repo importable, its GPU and that GPU's lock."""
+def worker_env(
+    root: Path, slot: int, gpus: Sequence[str], threads: int | None, workers: int = 1
+) -> dict[str, str]:
+    """The environment of worker `slot` of `workers`: the repo importable, its GPU and that
+    GPU's lock, and the worker count, from which each sandbox's share of the machine's memory
+    and cores is derived (I1_GRADING_WORKERS, `grader.isolation.limits`)."""
     env = child_env()
+    env[WORKERS_ENV] = str(max(1, workers))
     if threads is not None and "OMP_NUM_THREADS" not in os.environ:
         env["OMP_NUM_THREADS"] = str(threads)
     if gpus:
@@ -444,7 +450,7 @@ def autograde_parallel(
     workers = min(workers, max(1, len(students)))
     threads = max(1, (os.cpu_count() or 1) // workers)
     pool = [
-        _Worker(root, assignment, url, slot, worker_env(root, slot, gpus, threads))
+        _Worker(root, assignment, url, slot, worker_env(root, slot, gpus, threads, workers))
         for slot in range(workers)
     ]
     started = time.monotonic()

@@ -23,6 +23,7 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 from grader.grading import sandbox
 from grader.grading.sandbox import Limits, SandboxedExecute, SandboxRun, run_sandboxed, sandboxed
+from grader.isolation import host
 from learning.workshops.checking import notebook_runner
 
 CANARY = "i1-canary-secret-7f3a"
@@ -388,7 +389,7 @@ def test_unsafe_flag_runs_unwrapped_with_one_warning(tmp_path, monkeypatch, caps
     """With I1_UNSAFE_NO_SANDBOX=1, is the command returned as it is, with one loud warning?"""
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.setenv(sandbox.UNSAFE_ENV, "1")
-    monkeypatch.setattr(sandbox, "_told", set())
+    monkeypatch.setattr(host, "_told", set())
     assert sandboxed(["python3", "-c", "pass"], work=tmp_path) == ["python3", "-c", "pass"]
     assert sandboxed(["true"], work=tmp_path) == ["true"]
     warning = capsys.readouterr().err

@@ -15,10 +15,12 @@ a user namespace made by root would map the sandbox's user to host root, and a b
 as 65534 cannot bind a Python installed under `/root` (mode 700). Run as anyone else, bwrap
 makes a user namespace (`--unshare-all`) with uid 65534 inside and further ones disabled.
 
-Limits, each enforced by the kernel: a fresh pids cgroup (and memory cgroup) per sandbox
-under this process's own, entered before bwrap starts (RLIMIT_NPROC of the sandbox user
-where no cgroup can be made); RLIMIT_DATA per process, which leaves CUDA's mappings alone;
-RLIMIT_FSIZE; sized tmpfs mounts for `/tmp`, `/dev/shm` and, from `scratch()`, `/work`.
+Limits, each enforced by the kernel: a fresh pids, memory and cpu cgroup per sandbox under
+this process's own, entered before bwrap starts (RLIMIT_NPROC of the sandbox user where no
+pids cgroup can be made; `grader.isolation.cpu_share` where no cpu cgroup can); RLIMIT_DATA
+per process, which leaves CUDA's mappings alone; RLIMIT_FSIZE; sized tmpfs mounts for
+`/tmp`, `/dev/shm` and, from `scratch()`, `/work`. Memory and cores are this machine's share
+divided among the workers grading on it (`grader.isolation.limits`).
 `run_sandboxed` kills the whole sandbox on timeout: bwrap's PID namespace dies with its
 first process, and whatever is left in the cgroups is killed before they are removed.
 
@@ -31,7 +33,6 @@ start and imports); torch, CUDA and a freshly compiled Triton kernel work inside
 from __future__ import annotations
 
 import ctypes
-import itertools
 import os
 import select
 import shutil
@@ -64,12 +65,20 @@ from grader.grading.hidden_regions import (  # noqa: F401 - re-exported: their o
     strip_hidden_tests,
     stripped,
 )
+from grader.isolation.cgroups import (  # noqa: F401 - re-exported: their old home
+    CGROUP_CONTROLLERS,
+    CPU_PERIOD_US,
+    cpu_limited,
+    sandbox_cgroups,
+)
+from grader.isolation.host import SANDBOX_UID  # noqa: F401
+from grader.isolation.host import privileged as _privileged
+from grader.isolation.host import say_once as _say_once
+from grader.isolation.limits import DEFAULT_LIMITS, GiB, Limits, MiB  # noqa: F401
 from learning.workshops.checking.notebook_runner import DEAD_KERNEL
 
 UNSAFE_ENV = "I1_UNSAFE_NO_SANDBOX"
 UNSAFE_FLAG = "--unsafe-no-sandbox"
-SANDBOX_UID = 65534
-"""The sandbox's user and group (nobody/nogroup): on the host, when run as root, as well."""
 LEARNING = Path(learning.__file__).resolve().parent
 REPO = Path(__file__).resolve().parents[2]
 WORK = "/work"
@@ -83,8 +92,6 @@ COURSE_MARKS = ("gradebook.db", "nbgrader_config.py", "*/gradebook.db", "*/nbgra
 """Files that mark a folder (or its subfolder) as a course, as glob patterns."""
 PASSED_ENV = ("LANG", "TRITON_INTERPRET", "CUDA_VISIBLE_DEVICES", "NBGRADER_EXECUTION")
 """Variables of the grader's environment that the sandbox gets; nothing else passes."""
-CAP_SYS_ADMIN = 21
-MiB, GiB = 1024**2, 1024**3
 
 
 class SandboxUnavailable(Exception):
@@ -92,27 +99,7 @@ class SandboxUnavailable(Exception):
     message says what to do."""
 
 
-@dataclass(frozen=True)
-class Limits:
-    """What one sandbox may use; the kernel enforces each limit, not the sandboxed code."""
-
-    processes: int = 1024
-    """Processes and threads of the whole sandbox (its pids cgroup's pids.max)."""
-    memory_bytes: int = 16 * GiB
-    """Heap per process (RLIMIT_DATA) and the whole sandbox's memory (its memory cgroup)."""
-    file_bytes: int = 1 * GiB
-    """The largest file a process may write (RLIMIT_FSIZE)."""
-    tmp_bytes: int = 1 * GiB
-    """The size of `/tmp` inside (a tmpfs, so memory); `/dev/shm` gets 64 MiB."""
-    work_bytes: int = 1 * GiB
-    """The size of a scratch folder `scratch()` makes (a tmpfs where it can mount one)."""
-    cpu_s: int | None = None
-    """CPU seconds per process (RLIMIT_CPU), or None for no limit."""
-
-
-DEFAULT_LIMITS = Limits()
-_told: set[str] = set()
-_serial = itertools.count()
+CPU_SHARE = Path(__file__).resolve().parents[1] / "isolation" / "cpu_share.py"
 
 
 def require_bwrap() -> str:
@@ -201,23 +188,6 @@ def _tool(name: str) -> str:
     return path
 
 
-def _say_once(text: str) -> None:
-    """Write `text` on stderr, once per process: a warning the instructor must see."""
-    if text not in _told:
-        _told.add(text)
-        sys.stderr.write(text + "\n")
-        sys.stderr.flush()
-
-
-def _privileged() -> bool:
-    """Whether this process is root with CAP_SYS_ADMIN: bwrap then needs no user namespace."""
-    if os.geteuid() != 0:
-        return False
-    status = Path("/proc/self/status").read_text()
-    caps = next(line.split()[1] for line in status.splitlines() if line.startswith("CapEff"))
-    return bool(int(caps, 16) >> CAP_SYS_ADMIN & 1)
-
-
 @lru_cache(maxsize=1)
 def cuda_available() -> bool:
     """Whether this process sees a CUDA device: then the sandbox gets the NVIDIA nodes."""
@@ -272,18 +242,32 @@ def inside(work: Path, path: Path) -> str:
 
 
 def _outside(limits: Limits, cgroups: Sequence[Path]) -> list[str]:
-    """What runs before bwrap, on the host: enter the cgroups, then set the rlimits."""
-    rlimits = [_tool("prlimit"), f"--data={limits.memory_bytes}", "--core=0"]
+    """What runs before bwrap, on the host: enter the cgroups; without a cpu cgroup, hold
+    the sandbox to its cores with `grader.isolation.cpu_share`; make it the OOM killer's
+    first choice; then set the rlimits (no raising its priority: RLIMIT_NICE 0)."""
+    rlimits = [_tool("prlimit"), f"--data={limits.memory_bytes}", "--core=0", "--nice=0"]
     rlimits.append(f"--fsize={limits.file_bytes}")
     if not any((c / "pids.max").exists() for c in cgroups):
         rlimits.append(f"--nproc={limits.processes}")
     if limits.cpu_s is not None:
         rlimits.append(f"--cpu={limits.cpu_s}")
+    rlimits = [*_oom_first(), *rlimits, "--"]
+    if not cpu_limited(cgroups):
+        rlimits = [sys.executable, "-I", str(CPU_SHARE), f"--cores={limits.cpu_cores:g}", "--"] + (
+            rlimits
+        )
     if not cgroups:
-        return [*rlimits, "--"]
+        return rlimits
     enter = 'for f; do [ "$f" = -- ] && break; echo $$ >"$f" || exit 125; shift; done; shift'
     procs = [str(c / "cgroup.procs") for c in cgroups]
-    return ["/bin/sh", "-c", enter + '; exec "$@"', "sh", *procs, "--", *rlimits, "--"]
+    return ["/bin/sh", "-c", enter + '; exec "$@"', "sh", *procs, "--", *rlimits]
+
+
+def _oom_first() -> list[str]:
+    """`choom` setting the sandbox's oom_score_adj to 1000 (it cannot lower it), so that
+    when memory runs out the kernel kills a sandbox, not the grader; nothing without choom."""
+    path = shutil.which("choom")
+    return [path, "-n", "1000", "--"] if path else []
 
 
 def _namespaces(privileged: bool) -> list[str]:
@@ -423,85 +407,6 @@ def _environment(extra: dict[str, str] | None) -> list[str]:
     for name, value in inside_env(extra).items():
         args += ["--setenv", name, value]
     return args
-
-
-@contextmanager
-def sandbox_cgroups(limits: Limits = DEFAULT_LIMITS) -> Iterator[list[Path]]:
-    """Fresh pids and memory cgroups for one sandbox, under this process's own; on exit,
-    whatever is still in them is killed and they are removed."""
-    made = _make_cgroups(limits)
-    if not any((c / "pids.max").exists() for c in made):
-        _say_once(
-            "note: no pids cgroup could be made beside this process's own (that needs root "
-            "and cgroup v1's pids controller, or v2's enabled in the parent's subtree_control); "
-            f"the sandbox's processes are bounded by RLIMIT_NPROC={limits.processes} of uid "
-            f"{SANDBOX_UID if _privileged() else os.getuid()} instead, which counts every "
-            "process of that user."
-        )
-    try:
-        yield made
-    finally:
-        for cgroup in made:
-            _kill_and_remove(cgroup)
-
-
-def _make_cgroups(limits: Limits) -> list[Path]:
-    """One cgroup per controller (cgroup v1) or one with both (v2), each with its limit."""
-    wanted = {"pids": ("pids.max", limits.processes)}
-    wanted["memory"] = ("memory.limit_in_bytes", limits.memory_bytes)
-    made = []
-    for line in Path("/proc/self/cgroup").read_text().splitlines():
-        _, controllers, path = line.split(":", 2)
-        for controller in controllers.split(","):
-            if controller in wanted:
-                limit_file, value = wanted[controller]
-                cgroup = _make_cgroup(Path("/sys/fs/cgroup", controller), path, {limit_file: value})
-                made += [cgroup] if cgroup else []
-    if not made and Path("/sys/fs/cgroup/cgroup.controllers").exists():  # unified (v2)
-        path = Path("/proc/self/cgroup").read_text().split("::", 1)[-1].strip()
-        limits_v2 = {"pids.max": limits.processes, "memory.max": limits.memory_bytes}
-        cgroup = _make_cgroup(Path("/sys/fs/cgroup"), path, limits_v2)
-        made += [cgroup] if cgroup else []
-    return made
-
-
-def _make_cgroup(mount: Path, own: str, limit_files: dict[str, int]) -> Path | None:
-    """A new cgroup beside this process's own, with `limit_files` written; None if refused."""
-    cgroup = mount / own.lstrip("/") / f"i1-sandbox-{os.getpid()}-{next(_serial)}"
-    try:
-        cgroup.mkdir()
-    except OSError:
-        return None
-    written = 0
-    for name, value in limit_files.items():
-        try:
-            (cgroup / name).write_text(str(value))
-            written += 1
-        except OSError:  # no such controller here (v2, not enabled in the parent's subtree)
-            continue
-    if not written:
-        cgroup.rmdir()
-        return None
-    return cgroup
-
-
-def _kill_and_remove(cgroup: Path, tries: int = 500) -> None:
-    """Kill every process left in `cgroup` until it is empty, then remove it."""
-    for _ in range(tries):
-        pids = [int(p) for p in (cgroup / "cgroup.procs").read_text().split()]
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        if not pids:
-            try:
-                cgroup.rmdir()
-                return
-            except OSError:  # the last ones are still being reaped
-                pass
-        time.sleep(0.01)
-    _say_once(f"note: could not remove the cgroup {cgroup}; remove it by hand (rmdir).")
 
 
 @contextmanager
@@ -772,7 +677,7 @@ class SandboxedExecute(Execute):
             run = run_sandboxed(
                 self._runner(inside(work, work / name)),
                 work=work,
-                timeout_s=self._wall_s(nb),
+                timeout_s=self._wall_s(nb, resources),
                 report_limit_bytes=RESULT_LIMIT_BYTES,
                 env={"NBGRADER_EXECUTION": os.environ.get("NBGRADER_EXECUTION", "autograde")},
             )
@@ -814,12 +719,42 @@ class SandboxedExecute(Execute):
         timeouts = [f"--timeout={self.timeout or 0}", f"--startup-timeout={self.startup_timeout}"]
         return [sys.executable, "-m", RUNNER_MODULE, notebook, "--report-fd", REPORT_FD, *timeouts]
 
-    def _wall_s(self, nb: NotebookNode) -> float | None:
-        """The whole run's time limit: start-up and every code cell's timeout, with slack."""
+    def _wall_s(self, nb: NotebookNode, resources: dict) -> float | None:
+        """The whole run's time limit: start-up and the timeout of every code cell of the
+        COURSE's notebook, with slack. Never the submission's cells: a student who adds
+        cells does not get more time. Outside an autograde (no course), `nb`'s own cells."""
+        from grader.grading.grading_log import course_root
+
         if not self.timeout or self.timeout <= 0:
             return None
-        cells = sum(cell.cell_type == "code" for cell in nb.cells)
-        return self.startup_timeout + cells * (self.timeout + 10) + 60
+        if resources.get("nbgrader", {}).get("assignment"):
+            cells = course_code_cells(course_root(self.config), resources)
+        else:
+            cells = sum(cell.cell_type == "code" for cell in nb.cells)
+        return wall_s(cells, self.timeout, self.startup_timeout)
+
+
+def wall_s(course_cells: int, timeout_s: float, startup_timeout_s: float) -> float:
+    """A submission's deadline: start-up, then `timeout_s` and 10 s of slack for each of the
+    course's `course_cells` code cells, and a minute more."""
+    return startup_timeout_s + course_cells * (timeout_s + 10) + 60
+
+
+def course_code_cells(root: Path, resources: dict) -> int:
+    """How many code cells the course's notebook being graded has: its release notebook's
+    (`release/<assignment>/<notebook>.ipynb`, which nbgrader made from the source), else
+    the gradebook's code cells of it. Read-only; never the submission's count."""
+    info = resources["nbgrader"]
+    release = Path(root) / "release" / info["assignment"] / f"{info['notebook']}.ipynb"
+    try:
+        notebook = nbformat.read(release, as_version=4)
+        return sum(cell.cell_type == "code" for cell in notebook.cells)
+    except (OSError, ValueError):
+        from nbgrader.api import Gradebook
+
+        with Gradebook(info["db_url"]) as gradebook:
+            saved = gradebook.find_notebook(info["notebook"], info["assignment"])
+            return sum(cell.cell_type == "code" for cell in saved.source_cells)
 
 
 def _returned(path: Path) -> bytes | None:
