@@ -10,16 +10,16 @@ course folder.
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 
 import pytest
+from sandboxing import needs_sandbox
 
 from grader import course
 
 pytestmark = [
     pytest.mark.nbgrader,
-    pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap (bwrap)"),
+    needs_sandbox,
 ]
 
 

@@ -11,7 +11,6 @@ import inspect
 import json
 import linecache
 import os
-import shutil
 import stat
 import subprocess
 import sys
@@ -20,6 +19,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from sandboxing import sandbox_missing
 from test_loader import KERNEL_NOTEBOOK
 
 from grader.grading import sandbox
@@ -108,8 +108,8 @@ def test_remove_tree_removes_what_a_sandbox_locked(tmp_path):
 
 def test_a_sandbox_leaves_no_scratch_folder(tmp):
     """After a sandboxed run that locks its folders and then crashes, is its scratch gone?"""
-    if shutil.which("bwrap") is None:
-        pytest.skip("needs bubblewrap (bwrap)")
+    if sandbox_missing() is not None:
+        pytest.skip(sandbox_missing())
     code = (
         "import ctypes, os; os.makedirs('/work/a/b'); open('/work/a/b/f', 'w').write('x'); "
         "os.chmod('/work/a/b', 0); os.chmod('/work/a', 0); ctypes.string_at(0)"

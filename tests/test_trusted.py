@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import shutil
-
 import nbformat
-import pytest
+from sandboxing import needs_sandbox
 
 from grader.grading import ahead as checks_ahead
 from grader.grading import trusted
@@ -65,7 +63,7 @@ def test_each_submission_gets_fresh_cases_of_the_same_kinds():
     assert [tuple(v.shape) for v in views[0]] != [tuple(v.shape) for v in views[1]]
 
 
-@pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap (bwrap)")
+@needs_sandbox
 def test_function_checks_run_the_student_sandboxed(tmp_path):
     """Is a plain function's hidden check answered from a sandboxed child, right or wrong?"""
     from grader.grading.sandbox import inside, sandbox_cgroups, sandboxed, scratch
@@ -122,7 +120,7 @@ def test_what_the_sandbox_cuts_out_is_what_gets_graded():
     ]
 
 
-@pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap (bwrap)")
+@needs_sandbox
 def test_checks_shared_between_two_children_run_as_in_one():
     """With the hidden checks shared out between two sandboxed children, does every check run
     ahead, with the same verdicts as in one child, for a submission with a bug?"""
