@@ -31,9 +31,9 @@ def test_hidden_checks_are_read_from_the_region():
     assert trusted.hidden_region("print('no hidden tests')") is None
 
 
-def test_kernel_output_in_a_hidden_cell_cannot_score():
-    """Are an error, stderr and a result value the kernel left in a hidden cell disarmed,
-    while what it printed stays for the student to read?"""
+def test_a_smoke_tests_output_in_a_hidden_cell_cannot_score():
+    """Are an error, stderr and a result value of a hidden cell's smoke test disarmed, while
+    what it printed stays for the student to read?"""
     new = nbformat.v4.new_output
     outputs = [
         new("stream", name="stdout", text="strided_softmax: 1 public case passes.\n"),
@@ -41,7 +41,7 @@ def test_kernel_output_in_a_hidden_cell_cannot_score():
         new("execute_result", data={"text/plain": "2.0"}),
         new("error", ename="AssertionError", evalue="smoke failed", traceback=[]),
     ]
-    kept = trusted.kernel_notes(outputs)
+    kept = trusted.as_notes(outputs)
     assert [o.output_type for o in kept] == ["stream", "stream"]
     assert all(o.name == "stdout" for o in kept)
     assert "quick check before the hidden tests failed: AssertionError" in kept[1].text

@@ -126,17 +126,18 @@ Planned = tuple[str, tuple]
 
 def ahead_plan(course: Sequence[CourseCell]) -> list[Planned]:
     """The runs of the course's graded cells that can start beside the notebook, in the
-    course's order: each hidden region's correctness checks and each visible cell's public
-    cases. From the course's cells alone: nothing a submission wrote plans a run."""
+    course's order: each cell's public cases (a visible cell's, a hidden cell's smoke test)
+    and each hidden region's correctness checks. From the course's cells alone: nothing a
+    submission wrote plans a run."""
+    from grader.grading.hidden_regions import strip_hidden_tests
     from grader.grading.visible import public_runs
 
     plan: list[Planned] = []
     for cell in course:
         if not cell.grade or cell.cell_type != "code" or cell.solution:
             continue
-        if cell.hidden is None:
-            plan += [("public_run", run) for run in public_runs(cell.source)]
-        else:
+        plan += [("public_run", run) for run in public_runs(strip_hidden_tests(cell.source))]
+        if cell.hidden is not None:
             checks = hidden_checks(cell.hidden)
             plan += [
                 (RUN_AHEAD[name], (str(a[0]),)) for name, a, _ in checks if name in RUN_AHEAD and a

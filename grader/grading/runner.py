@@ -200,12 +200,15 @@ class Runner:
 
         return student_calls(self.session, function, inputs)
 
-    def visible(self, cell: CourseCell) -> list[NotebookNode]:
-        """A visible test cell's outputs, from its course source run here (`visible`)."""
+    def visible(self, cell: CourseCell, smoke_test: bool = False) -> list[NotebookNode]:
+        """A visible test cell's outputs, from its course source run here (`visible`); with
+        `smoke_test`, the lines of a hidden cell before its hidden region."""
+        from grader.grading.hidden_regions import strip_hidden_tests
         from grader.grading.visible import course_namespace, rescore
 
         started = time.monotonic()
-        outputs = rescore(cell.source, course_namespace(self.expect_cases), self.calls)
+        source = strip_hidden_tests(cell.source) if smoke_test else cell.source
+        outputs = rescore(source, course_namespace(self.expect_cases), self.calls)
         failed = [o for o in outputs if o.output_type == "error"]
         said = f"failed: {failed[0].ename}: {failed[0].evalue[:200]}" if failed else "passed"
         took = time.monotonic() - started

@@ -68,14 +68,14 @@ def draw_for(db_url: str | None, assignment: str | None, student: str, root: Pat
     return Draw(course_secret(root), student, stamp)
 
 
-def kernel_notes(outputs: list) -> list[NotebookNode]:
-    """What the kernel showed in a hidden cell, kept for the student to read but unable to
-    score: printed text and pictures stay, an error becomes a line of text, anything on
-    stderr and any result value go."""
+def as_notes(outputs: list) -> list[NotebookNode]:
+    """What the smoke test before a hidden region showed (run here, `Runner.visible`), kept
+    for the student to read but unable to score: printed text stays, an error becomes a
+    line of text, anything else goes."""
     kept = []
     for output in outputs:
         kind = output.get("output_type")
-        if kind == "stream" and output.get("name") == "stdout" or kind == "display_data":
+        if kind == "stream" and output.get("name") == "stdout":
             kept.append(output)
         elif kind == "error":
             what = f"{output.get('ename')}: {output.get('evalue')}".splitlines()[0][:300]
@@ -150,13 +150,15 @@ class GradeHiddenCells(NbGraderPreprocessor):
             runner.bands = bands_from_config(self.timing_bands, self.timing_slowest_fraction)
             runner.slowest = self.timing_slowest_fraction
             course = course_for(resources)
-            hidden = {i: checks for i, _, checks in graded_regions(nb, course)}
+            hidden = {i: (gid, checks) for i, gid, checks in graded_regions(nb, course)}
+            by_id = {c.grade_id: c for c in course}
             visible = dict(visible_cells(nb, course))
             for index in sorted({*hidden, *visible}):  # the sidecars go beside the notebook
                 cell = nb.cells[index]
-                if index in hidden:
-                    graded = [out for check in hidden[index] for out in runner.run(*check)]
-                    cell.outputs = kernel_notes(cell.outputs) + graded
+                if index in hidden:  # the kernel's own outputs go: they were never scored
+                    gid, checks = hidden[index]
+                    smoke = as_notes(runner.visible(by_id[gid], smoke_test=True))
+                    cell.outputs = smoke + [out for check in checks for out in runner.run(*check)]
                 else:  # the course's assertions, run here: the kernel's outputs cannot score
                     cell.outputs = runner.visible(visible[index])
         return nb, resources
