@@ -9,8 +9,8 @@ time of every process descended from it in /proc, then does two things with SIGS
 SIGCONT (which no process can catch or block):
 
 - at most C processes (rounded down, at least one) of the tree run at once: of those busy
-  (running, or most of the last tick on a CPU) the ones that waited longest run and the
-  rest are stopped, in turn, so
+  (on a CPU most of the last tick, or running at two samples in a row) the ones that waited
+  longest run and the rest are stopped, in turn, so
   a hundred busy loops take C cores beside a neighbour, not a hundred shares of the machine;
 - while the tree has used more than C cores (a token bucket: C CPU seconds a second, BURST_S
   of them saved at most; this catches many busy threads in one process) all of it stops,
@@ -52,13 +52,15 @@ class Ledger:
         self.reaped: dict[int, int] = {}  # pid -> cutime+cstime when last seen
         self.owed: dict[int, int] = {}  # parent pid -> ticks of its dead children counted
         self.parent: dict[int, int] = {}
+        self.running: set[int] = set()  # pids running (state R) when last seen
+        self.busy: set[int] = set()
         self.hz = os.sysconf("SC_CLK_TCK")
 
     def charge(self, tree: dict[int, tuple]) -> float:
         """The CPU seconds used since the last call, from `tree`: pid -> (ppid, own ticks,
-        reaped children's ticks[, state]). `busy` is then the processes that are running or
-        ran most of the tick."""
-        used, self.busy = 0, set()
+        reaped children's ticks[, state]). `busy` is then the processes that ran most of the
+        tick, or were running when seen now and last time (a start-up's brief runs are not)."""
+        used, self.busy, running = 0, set(), set()
         for pid in [p for p in self.own if p not in tree]:  # ended: its parent may reap it
             parent = self.parent.pop(pid)
             self.owed[parent] = self.owed.get(parent, 0) + self.own.pop(pid) + self.reaped[pid]
@@ -66,7 +68,9 @@ class Ledger:
         for pid, (ppid, own, reaped, *state) in tree.items():
             ran = max(0, own - self.own.get(pid, 0))
             used += ran
-            if state == [b"R"] or ran >= BUSY_FRACTION * TICK_S * self.hz:
+            if state == [b"R"]:
+                running.add(pid)
+            if ran >= BUSY_FRACTION * TICK_S * self.hz or pid in running & self.running:
                 self.busy.add(pid)
             grew = max(0, reaped - self.reaped.get(pid, 0))
             credit = min(grew, self.owed.get(pid, 0))
@@ -74,6 +78,7 @@ class Ledger:
             if credit:
                 self.owed[pid] -= credit
             self.own[pid], self.reaped[pid], self.parent[pid] = own, reaped, ppid
+        self.running = running
         return used / self.hz
 
 
@@ -128,12 +133,20 @@ class Turns:
         return stop, resume
 
 
+def _ended(child: subprocess.Popen, wait_s: float) -> bool:
+    """Whether `child` ends within `wait_s` (at once when it does)."""
+    try:
+        child.wait(wait_s)
+    except subprocess.TimeoutExpired:
+        return False
+    return True
+
+
 def govern(child: subprocess.Popen, cores: float) -> int:
     """Keep `child`'s descendants within `cores` until `child` ends; its exit status."""
     ledger, turns, budget = Ledger(), Turns(max(1, int(cores))), BURST_S * cores
     last, stopped = time.monotonic(), False
-    while child.poll() is None:
-        time.sleep(TICK_S)
+    while not _ended(child, TICK_S):
         now = time.monotonic()
         budget = min(budget + (now - last) * cores, BURST_S * cores)
         last = now
