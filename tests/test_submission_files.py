@@ -8,6 +8,8 @@ import os
 import shutil
 import socket
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +17,7 @@ import pytest
 from grader import course
 from grader.grading.grading_log import read_record
 from grader.grading.submission_files import irregular_entries, refusal
+from learning.workshops.checking.child import child_env
 
 NOTEBOOK = "strided_softmax.ipynb"
 
@@ -103,6 +106,30 @@ def test_a_long_list_is_cut_and_counted(folder):
     cause = refusal(folder)
     assert "link04" in cause and "link05" not in cause and "and 35 more" in cause
     assert len(cause) < 1200
+
+
+AS_A_WORKER = """
+from nbgrader.apps.nbgraderapp import NbGraderApp
+from grader.grading.submission_files import refuses_irregular
+before = refuses_irregular()
+NbGraderApp.instance().initialize(["autograde", "i1_strided_softmax", "--force"])
+print(before, refuses_irregular())
+"""
+
+
+def test_every_autograde_loads_the_refusal(tmp_path):
+    """Does starting nbgrader's autograde app in a course, as `nbgrader autograde` and each
+    grader.parallel worker (so grader.demo) do, put the refusal in front of nbgrader?"""
+    shutil.copy(course.REPO / "nbgrader_config.py", tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-c", AS_A_WORKER],
+        cwd=tmp_path,
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.stdout.split()[-2:] == ["False", "True"], done.stdout + done.stderr
 
 
 @pytest.mark.nbgrader
