@@ -122,6 +122,7 @@ def _student_record(gradebook, course: Path, assignment: str, student: str) -> S
         _grades(submission),
         ungradable=cause if status == UNGRADABLE else "",
         restored=tuple(graded.restored) if graded else (),
+        flags=tuple(graded.flags) if graded else (),
     )
 
 

@@ -57,6 +57,7 @@ class StudentRecord:
     internal: frozenset[str] = frozenset()  # sidecar test keys whose checker failed
     ungradable: str = ""  # why nbgrader could not grade the submission ("" when it did)
     restored: tuple[str, ...] = ()  # cells put back before grading (its grading record)
+    flags: tuple[str, ...] = ()  # what the source screen flagged (its grading record)
     unreadable: tuple[str, ...] = ()  # "FILE: reason" of each sidecar present but bad
     no_gpu: bool = False  # its timing cell found no CUDA device (its grading record says so)
 
@@ -89,6 +90,7 @@ class Summary:
     with_timing: int
     internal_errors: tuple[tuple[str, str], ...] = ()  # (student, cell) the checker failed in
     restored: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (student, cells put back)
+    flagged: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (student, source-screen flags)
     unreadable: tuple[tuple[str, str], ...] = ()  # (student, "FILE: reason")
     no_gpu: tuple[str, ...] = ()  # graded students whose timing cell found no GPU
     no_gpu_points: float = 0.0  # the timing cell's points, left out of their totals

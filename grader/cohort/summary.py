@@ -41,6 +41,7 @@ def summarize(cohort: Cohort, table: pd.DataFrame) -> Summary:
         with_timing=sum(r.timing is not None for r in cohort.students),
         internal_errors=tuple(zip(faulty["student"], faulty["cell"], strict=True)),
         restored=tuple((r.student, r.restored) for r in cohort.students if r.restored),
+        flagged=tuple((r.student, r.flags) for r in cohort.students if r.flags),
         unreadable=tuple((r.student, why) for r in cohort.students for why in r.unreadable),
         no_gpu=tuple(dict.fromkeys(no_gpu["student"])),
         no_gpu_points=float(no_gpu.drop_duplicates("cell")["max_score"].sum()),
@@ -66,6 +67,8 @@ def _who_lines(s: Summary) -> list[str]:
     lines += [f"Not graded: {student}: {reason}." for student, reason in s.not_graded]
     for student, cells in s.restored:
         lines.append(f"Cells put back before grading: {student}: {'; '.join(cells)}.")
+    for student, flags in s.flagged:
+        lines.append(f"Flagged by the source screen: {student}: {'; '.join(flags)}.")
     if s.missing:
         lines.append(f"No submission: {', '.join(s.missing)}.")
     if not s.late:

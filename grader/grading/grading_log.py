@@ -23,6 +23,9 @@ import nbformat
 LOG_FOLDER = "grading_log"
 SCHEMA = "i1-grading/1"
 STOPPED = "grading stopped before it finished; nbgrader's log (.nbgrader.log) says where"
+MAX_FLAGS = 50
+"""Source-screen flags kept in a record; a hostile notebook can make thousands."""
+FLAG_CHARS = 300
 
 
 @dataclass
@@ -35,6 +38,7 @@ class GradingRecord:
     status: str = "grading"
     cause: str = ""
     restored: list[str] = field(default_factory=list)
+    flags: list[str] = field(default_factory=list)  # the source screen's, one line each
     started: str = ""
     finished: str = ""
     lines: list[str] = field(default_factory=list)
@@ -98,6 +102,18 @@ class GradingLog:
         self.record.restored = cells
         if cells:
             self.say("restored from the course's source: " + "; ".join(cells))
+
+    def flagged(self, flags: list[str]) -> None:
+        """Record what the source screen (`grader.grading.screen`) flagged in the
+        submission's code, one line per flag, each with its reason."""
+        kept = [str(flag)[:FLAG_CHARS] for flag in flags[:MAX_FLAGS]]
+        if len(flags) > MAX_FLAGS:
+            kept.append(f"... and {len(flags) - MAX_FLAGS} more")
+        self.record.flags = kept
+        if kept:
+            self.say(f"source screen: {len(flags)} flag{'s' * (len(flags) != 1)}")
+            self.record.lines += [f"  flagged: {line}" for line in kept]
+            self._write()
 
     def finish(self) -> None:
         """nbgrader graded the submission."""
