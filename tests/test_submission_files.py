@@ -132,6 +132,25 @@ def test_every_autograde_loads_the_refusal(tmp_path):
     assert done.stdout.split()[-2:] == ["False", "True"], done.stdout + done.stderr
 
 
+def test_a_config_that_grades_in_the_sandbox_refuses_without_the_call(tmp_path):
+    """Does a course config that dropped the call (an older copy, say) still refuse linked
+    submissions, because grading through SandboxedExecute, which grading requires of every
+    config, brings the refusal with it?"""
+    config = (course.REPO / "nbgrader_config.py").read_text()
+    call = "\nrefuse_irregular_submissions()\n"
+    assert call in config
+    (tmp_path / "nbgrader_config.py").write_text(config.replace(call, "\n"))
+    done = subprocess.run(
+        [sys.executable, "-c", AS_A_WORKER],
+        cwd=tmp_path,
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.stdout.split()[-2:] == ["False", "True"], done.stdout + done.stderr
+
+
 @pytest.mark.nbgrader
 @pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap (bwrap)")
 def test_autograde_refuses_linked_submissions_and_grades_the_rest(tmp_path):

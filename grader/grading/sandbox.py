@@ -65,6 +65,7 @@ from grader.grading.hidden_regions import (  # noqa: F401 - re-exported: their o
     strip_hidden_tests,
     stripped,
 )
+from grader.grading.submission_files import refuse_irregular_submissions
 from grader.isolation.cgroups import (  # noqa: F401 - re-exported: their old home
     CGROUP_CONTROLLERS,
     CPU_PERIOD_US,
@@ -76,6 +77,10 @@ from grader.isolation.host import privileged as _privileged
 from grader.isolation.host import say_once as _say_once
 from grader.isolation.limits import DEFAULT_LIMITS, GiB, Limits, MiB  # noqa: F401
 from learning.workshops.checking.notebook_runner import DEAD_KERNEL
+
+# Wherever grading runs through SandboxedExecute (ready_to_grade requires it of the course's
+# config), nbgrader also refuses submissions that are not regular files, whatever the config.
+refuse_irregular_submissions()
 
 UNSAFE_ENV = "I1_UNSAFE_NO_SANDBOX"
 UNSAFE_FLAG = "--unsafe-no-sandbox"
