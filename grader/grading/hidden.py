@@ -34,6 +34,8 @@ from learning.workshops.checking.cases import (
 from learning.workshops.checking.faults import (
     CheckerFault,
     call_student,
+    fault_text,
+    internal_message,
 )
 from learning.workshops.checking.isolation import CallsFailed, IsolatedRun, Session
 from learning.workshops.checking.views import LAYOUTS
@@ -374,18 +376,21 @@ def run_function_check(
     """`function`'s hidden check: the submission's definition runs in `session`'s child on
     the hidden inputs; the answers are checked here. Returns (passed, what the check said
     last)."""
+    unrecorded = FUNCTION_CHECKS[function].__wrapped__  # the caller records its status
     if function == "address_table":
         views = hidden_views(draw)
-        inputs, check = [view_input(v) for v in views], (lambda f: check_address_table(f, views))
+        inputs, check = [view_input(v) for v in views], (lambda f: unrecorded(f, views))
     else:
         inputs = [{"results": r.to_json()} for r in worksheet_inputs()]
-        check = FUNCTION_CHECKS[function]
+        check = unrecorded
     try:
         answers = student_calls(session, function, inputs)
         with contextlib.redirect_stdout(io.StringIO()) as said:
             check(replay(answers))
     except (AssertionError, CheckerFault) as exc:
         return False, " ".join(str(exc).split())[:300]
+    except Exception as exc:  # the check's own code raised: the checker's fault
+        raise CheckerFault(internal_message([f"hidden:{function}: {fault_text(exc)}"])) from exc
     return True, last_line(said.getvalue())
 
 

@@ -258,10 +258,16 @@ class Runner:
         return run
 
     def _function(self, function: str) -> list[NotebookNode]:
+        from learning.workshops.checking.faults import INTERNAL_ERROR, CheckerFault
         from learning.workshops.notebook.testing import record_status
 
-        passed, said = self.function_run(function)
-        record_status(f"hidden:{function}", "passed" if passed else "failed")
+        test = f"hidden:{function}"
+        try:
+            passed, said = self.function_run(function)
+        except CheckerFault as fault:
+            record_status(test, INTERNAL_ERROR, internal_errors=[str(fault)[:300]])
+            raise
+        record_status(test, "passed" if passed else "failed")
         if not passed:
             raise AssertionError(said)
         return [_stream(said)]
