@@ -32,19 +32,14 @@ start and imports); torch, CUDA and a freshly compiled Triton kernel work inside
 
 from __future__ import annotations
 
-import ctypes
+import dataclasses
 import os
-import select
 import shutil
-import signal
 import site
-import stat
-import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager, suppress
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from functools import lru_cache
@@ -76,6 +71,12 @@ from grader.isolation.host import SANDBOX_UID  # noqa: F401
 from grader.isolation.host import privileged as _privileged
 from grader.isolation.host import say_once as _say_once
 from grader.isolation.limits import DEFAULT_LIMITS, GiB, Limits, MiB  # noqa: F401
+from grader.isolation.process import SandboxRun, run_bounded
+from grader.isolation.scratch import (  # noqa: F401 - re-exported: their old home
+    read_regular,
+    remove_tree,
+    scratch,
+)
 from learning.workshops.checking.notebook_runner import DEAD_KERNEL
 
 # Wherever grading runs through SandboxedExecute (ready_to_grade requires it of the course's
@@ -414,76 +415,6 @@ def _environment(extra: dict[str, str] | None) -> list[str]:
     return args
 
 
-@contextmanager
-def scratch(limits: Limits = DEFAULT_LIMITS, prefix: str = "i1-sandbox-") -> Iterator[Path]:
-    """A fresh scratch folder for one sandbox's /work, removed afterwards. As root it is a
-    tmpfs of `limits.work_bytes` owned by the sandbox's user, so a student filling it fills
-    neither the disk nor more memory than that; otherwise a plain folder (RLIMIT_FSIZE only)."""
-    folder = Path(tempfile.mkdtemp(prefix=prefix))
-    mounted = False
-    try:
-        mounted = _privileged() and _mount_tmpfs(folder, limits.work_bytes)
-        folder.chmod(0o755)
-        if _privileged():  # the sandbox runs as the host's uid 65534
-            os.chown(folder, SANDBOX_UID, SANDBOX_UID)
-        yield folder
-    finally:
-        if mounted:
-            _libc().umount2(str(folder).encode(), 2)  # MNT_DETACH
-        remove_tree(folder)
-
-
-def remove_tree(folder: Path) -> None:
-    """Remove `folder` and everything in it, even folders a sandbox made unreadable or
-    unwritable (mode 000): each is made its owner's again first, never through a symlink.
-    Call it once nothing runs in there any more."""
-    with suppress(OSError):
-        os.chmod(folder, 0o700)
-    for top, dirs, _ in os.walk(folder):  # top-down: a folder is opened before it is listed
-        for name in dirs:
-            path = os.path.join(top, name)
-            with suppress(OSError):
-                if stat.S_ISDIR(os.lstat(path).st_mode):
-                    os.chmod(path, 0o700)
-    shutil.rmtree(folder, ignore_errors=True)
-
-
-def read_regular(path: Path, limit_bytes: int) -> bytes:
-    """At most `limit_bytes` of a file a sandbox wrote, refusing a symlink (to a host file)
-    or a FIFO or device put in its place: OSError for those."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(f"{path} is not a regular file")
-        return os.read(fd, limit_bytes)
-    finally:
-        os.close(fd)
-
-
-@lru_cache(maxsize=1)
-def _libc() -> ctypes.CDLL:
-    return ctypes.CDLL(None, use_errno=True)
-
-
-def _mount_tmpfs(folder: Path, size_bytes: int) -> bool:
-    """Mount a tmpfs of `size_bytes` on `folder` (no devices, no setuid); False if refused."""
-    flags = 0x2 | 0x4  # MS_NOSUID | MS_NODEV
-    options = f"size={size_bytes},mode=0755".encode()
-    return _libc().mount(b"tmpfs", str(folder).encode(), b"tmpfs", flags, options) == 0
-
-
-@dataclass
-class SandboxRun:
-    """What one sandboxed command did, its output and report cut at their limits."""
-
-    returncode: int | None
-    timed_out: bool
-    seconds: float
-    output: bytes
-    report: bytes | None = None
-    report_overflow: bool = False
-
-
 def run_sandboxed(
     argv: Sequence[str],
     *,
@@ -498,103 +429,20 @@ def run_sandboxed(
     outlives this call. An argv element equal to REPORT_FD becomes the number of a pipe
     whose bytes come back as `report`. `kw` goes to `sandboxed` (gpu, env)."""
     started = time.monotonic()
-    deadline = None if timeout_s is None else started + timeout_s
     read_fd, write_fd = os.pipe() if report_limit_bytes is not None else (None, None)
     argv = [str(write_fd) if a == REPORT_FD else a for a in argv]
     with sandbox_cgroups(limits) as cgroups:
         command = sandboxed(argv, work=work, limits=limits, cgroups=cgroups, **kw)
-        proc = subprocess.Popen(
+        env = dict(os.environ, **(kw.get("env") or {})) if unsafe_requested() else None
+        run = run_bounded(
             command,
             cwd=work,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            pass_fds=() if write_fd is None else (write_fd,),
-            start_new_session=True,
-            env=dict(os.environ, **(kw.get("env") or {})) if unsafe_requested() else None,
+            deadline=None if timeout_s is None else started + timeout_s,
+            report=(read_fd, write_fd),
+            limits_bytes=(output_limit_bytes, report_limit_bytes),
+            env=env,
         )
-        if write_fd is not None:
-            os.close(write_fd)
-        streams = _Streams(proc, read_fd, output_limit_bytes, report_limit_bytes or 0)
-        timed_out = not streams.drain(deadline)
-        if not timed_out and not streams.report_overflow:
-            timed_out = not _waited(proc, deadline)
-        if timed_out or streams.report_overflow:
-            _kill(proc)
-        returncode = proc.wait()
-    return SandboxRun(
-        returncode,
-        timed_out,
-        time.monotonic() - started,
-        bytes(streams.output),
-        None if read_fd is None else bytes(streams.report),
-        streams.report_overflow,
-    )
-
-
-def _waited(proc: subprocess.Popen, deadline: float | None) -> bool:
-    """Wait for `proc` to end by the deadline; False if it did not."""
-    try:
-        proc.wait(None if deadline is None else max(0.0, deadline - time.monotonic()))
-    except subprocess.TimeoutExpired:
-        return False
-    return True
-
-
-def _kill(proc: subprocess.Popen) -> None:
-    """Kill bwrap and its process group: the sandbox's PID namespace dies with it."""
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-
-
-class _Streams:
-    """The sandbox's output and report pipes, read together, each kept up to its limit."""
-
-    GRACE_S = 1.0
-    """How long the pipes may stay open after the command ended (unsafe mode: a daemon)."""
-
-    def __init__(self, proc: subprocess.Popen, report_fd: int | None, out_max: int, rep_max: int):
-        self.proc, self.out_max, self.rep_max = proc, out_max, rep_max
-        self.output, self.report = bytearray(), bytearray()
-        self.report_overflow = False
-        self.open = {proc.stdout.fileno(): self.output}
-        if report_fd is not None:
-            self.open[report_fd] = self.report
-        self._fds = list(self.open)
-
-    def drain(self, deadline: float | None) -> bool:
-        """Read until both pipes close (True), or the deadline passes (False)."""
-        ended_at = None
-        try:
-            while self.open and not self.report_overflow:
-                now = time.monotonic()
-                if deadline is not None and now >= deadline:
-                    return False
-                if ended_at is None and self.proc.poll() is not None:
-                    ended_at = now
-                if ended_at is not None and now - ended_at > self.GRACE_S:
-                    return True
-                wait = 0.1 if deadline is None else min(0.1, deadline - now)
-                for fd in select.select(list(self.open), [], [], wait)[0]:
-                    self._read(fd)
-            return True
-        finally:
-            self.proc.stdout.close()
-            for fd in self._fds[1:]:
-                os.close(fd)
-
-    def _read(self, fd: int) -> None:
-        chunk = os.read(fd, 1 << 16)
-        if not chunk:
-            del self.open[fd]
-            return
-        kept = self.open[fd]
-        limit = self.out_max if kept is self.output else self.rep_max
-        if kept is self.report and len(kept) + len(chunk) > limit:
-            self.report_overflow = True
-        kept += chunk[: max(0, limit - len(kept))]
+    return dataclasses.replace(run, seconds=time.monotonic() - started)
 
 
 RUNNER_MODULE = "learning.workshops.checking.notebook_runner"
