@@ -144,6 +144,13 @@ TORCH_COMPUTE = {
     "    except Exception:\n        return torch.softmax(x, 1)\n",
     "aten op": WRAPPER + "    return torch.ops.aten._softmax(x, 1, False)\n",
     "arithmetic": WRAPPER + "    return launch_softmax(x * 1, num_warps)\n",
+    "type of x": WRAPPER + "    return type(x).softmax(x, 1)\n",
+    "getattr on x": WRAPPER + '    return getattr(x, "softmax")(1)\n',
+    "nn module": "from torch import nn\n" + WRAPPER + "    return nn.Softmax(dim=1)(x)\n",
+    "partial": "import functools\n\nsm = functools.partial(torch.softmax, dim=1)\n\n"
+    + WRAPPER
+    + "    return sm(x)\n",
+    "numpy": "import numpy as np\n\n" + WRAPPER + "    return torch.from_numpy(np.exp(x))\n",
     "global set in a function": "def setup():\n    global impl\n    impl = torch.softmax\n\n"
     "setup()\n\n" + WRAPPER + "    return impl(x, 1)\n",
 }
@@ -270,6 +277,8 @@ TAMPERING = {
         "expect_cases = lambda *args, **kwargs: None\n",
         "def matrix(x):\n    return x.shape\n",
         'os.environ["TRITON_INTERPRET"] = "0"\n',
+        'MODE = "gpu"\n',
+        'os.environ.pop("NBGRADER_EXECUTION")\n',
         "import sys\nsys.path.insert(0, '.')\n",
     ],
     "dynamic-code": [
@@ -388,3 +397,20 @@ def test_the_cohort_report_names_flagged_students_with_their_reasons(tmp_path):
     )
     lines = [line for line in cohort.summary_lines(report) if "source screen" in line]
     assert lines == [f"Flagged by the source screen: ada: {'; '.join(flags)}."]
+
+
+def test_hostile_metadata_does_not_stop_the_screen():
+    """Is a cell whose nbgrader metadata is not what nbgrader writes read as the student's?"""
+    nb = notebook(None, "import ctypes\n")
+    added = next(c for c in nb.cells if c.source == "import ctypes\n")
+    added.metadata["nbgrader"] = {"grade_id": ["setup"]}
+    assert rules(nb) == {"native-code"}
+    added.metadata["nbgrader"] = "setup"
+    assert rules(nb) == {"native-code"}
+
+
+def test_a_cell_too_deep_to_read_is_flagged_not_skipped():
+    """Is code nested deeper than the screen reads flagged (a kernel with other limits could
+    still run it), rather than passed as if it were a syntax error?"""
+    deep = "x = " + "+".join(["a"] * 20000) + "\nimport ctypes\n"
+    assert rules(notebook(None, deep)) == {"dynamic-code"}

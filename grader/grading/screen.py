@@ -36,7 +36,9 @@ from grader.grading.screen_rules import (
 
 __all__ = ["INSTRUCTION_RULES", "WHY", "Course", "Flag", "flags_to_text", "screen"]
 
-SAFE_MAGICS = frozenset({"matplotlib", "autoreload", "who", "whos"})
+SAFE_MAGICS = frozenset(
+    "matplotlib autoreload who whos who_ls pdb xmode precision pprint lsmagic".split()
+)
 """Magics that run no code of the student's and change nothing the checks see."""
 CODE_MAGICS = frozenset({"time", "timeit", "pinfo", "pinfo2", "capture"})
 """Magics whose argument (or cell body) is Python: the screen reads it as code."""
@@ -90,8 +92,7 @@ class Course:
     @cached_property
     def trees(self) -> tuple[list[ast.Module], list[ast.Module]]:
         """The restored cells' and the other cells' code, parsed once (read, never changed)."""
-        parse = lambda texts: [t for t in map(_parse, texts) if t is not None]  # noqa: E731
-        return parse(self.restored_code), parse(self.other_code)
+        return _parsed(self.restored_code), _parsed(self.other_code)
 
 
 def screen(nb: NotebookNode, course: Course) -> list[Flag]:
@@ -107,18 +108,23 @@ def screen(nb: NotebookNode, course: Course) -> list[Flag]:
     findings: list[Finding] = []
     order: dict[str, int] = {}
     for index, cell in enumerate(nb.get("cells", [])):
-        if cell.get("cell_type") != "code":
+        if not isinstance(cell, dict) or cell.get("cell_type") != "code":
             continue
-        grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+        grade_id = _grade_id(cell)
         if grade_id in course.restored:
             continue
-        tree = _parse(_text(cell.get("source", "")))
+        label = " ".join(grade_id.split())[:80] if grade_id else f"#{index + 1}"
+        try:
+            tree = _parse(_text(cell.get("source", "")))
+        except Unreadable as exc:
+            findings.append(Finding("dynamic-code", label, 1, f"cannot be read ({exc})"))
+            order.setdefault(label, index)
+            continue
         if tree is None or ast.dump(tree) in known:
             continue  # a cell that does not parse runs nothing; the course's own text is not read
-        label = " ".join(str(grade_id).split())[:80] if grade_id else f"#{index + 1}"
         order.setdefault(label, index)
         findings += _read(label, tree, units, 0)
-    protected = {b for t in restored for s in top_statements(t.body) for b, _ in imported(s)}
+    protected = {name for tree in restored for name in _module_names(tree)}
     findings += check(Program(units, restored + others, protected))
     flags = {
         (f.rule, f.cell, f.line): Flag(f.rule, f.cell, f.line, f"{_short(f.what)}; {WHY[f.rule]}")
@@ -140,6 +146,27 @@ def flags_to_text(flags: list[Flag]) -> str:
     return "\n".join(lines)
 
 
+def _module_names(tree: ast.Module) -> set[str]:
+    """The names a course cell binds at module level (imports, assignments, definitions)."""
+    names = set()
+    for stmt in top_statements(tree.body):
+        names |= {bound for bound, _ in imported(stmt)}
+        if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(stmt.name)
+        elif isinstance(stmt, ast.Assign | ast.AnnAssign | ast.AugAssign):
+            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+            names |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+    return names
+
+
+def _grade_id(cell: object) -> str | None:
+    """The cell's grade id, or None: a hostile notebook's metadata can be any JSON."""
+    metadata = cell.get("metadata") if isinstance(cell, dict) else None
+    info = metadata.get("nbgrader") if isinstance(metadata, dict) else None
+    grade_id = info.get("grade_id") if isinstance(info, dict) else None
+    return grade_id if isinstance(grade_id, str) else None
+
+
 def _short(what: str) -> str:
     """`what` cut to a line's length: it can quote a name of any length from the cell."""
     return what if len(what) <= WHAT_CHARS else what[: WHAT_CHARS - 3] + "..."
@@ -149,6 +176,18 @@ def _text(source: object) -> str:
     return "".join(source) if isinstance(source, list) else str(source)
 
 
+def _parsed(texts: tuple[str, ...]) -> list[ast.Module]:
+    trees = []
+    for text in texts:
+        try:
+            tree = _parse(text)
+        except Unreadable:
+            continue
+        if tree is not None:
+            trees.append(tree)
+    return trees
+
+
 def _parse(source: str) -> ast.Module | None:
     """The cell as IPython would compile it (magics rewritten, top-level await allowed)."""
     from IPython.core.inputtransformer2 import TransformerManager
@@ -156,9 +195,17 @@ def _parse(source: str) -> ast.Module | None:
     try:
         code = TransformerManager().transform_cell(source)
         flags = ast.PyCF_ONLY_AST | ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
-        return compile(code, "<cell>", "exec", flags=flags, dont_inherit=True)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        tree = compile(code, "<cell>", "exec", flags=flags, dont_inherit=True)
+        ast.dump(tree)  # as deep as the screen's walks go
+        return tree
+    except (SyntaxError, ValueError):  # null bytes: the kernel runs nothing of it either
         return None
+    except Exception as exc:  # too deep here may still run in a kernel with other limits
+        raise Unreadable(type(exc).__name__) from exc
+
+
+class Unreadable(Exception):
+    """The screen could not read a cell (nested too deep, too large): flagged, not skipped."""
 
 
 def _read(label: str, tree: ast.Module, units: list[Unit], depth: int) -> list[Finding]:
@@ -172,7 +219,11 @@ def _read(label: str, tree: ast.Module, units: list[Unit], depth: int) -> list[F
     units.append(Unit(label, tree))
     findings = list(magics.findings)
     for code, offset in magics.code:
-        inner = _parse(code)
+        try:
+            inner = _parse(code)
+        except Unreadable as exc:
+            findings.append(Finding("dynamic-code", label, offset + 1, f"cannot be read ({exc})"))
+            continue
         if inner is not None:
             ast.increment_lineno(inner, offset)
             findings += _read(label, inner, units, depth + 1)

@@ -83,9 +83,10 @@ class Everywhere(ast.NodeVisitor):
     visit_ImportFrom = visit_Import
 
     def imports(self, node: ast.AST, full: str) -> None:
-        if full.split(".")[0] not in KNOWN_MODULES:
-            self.flag("unknown-module", node, f"imports {full}")
-        self.flag(qualified_rule(full), node, f"imports {full}")
+        rule = qualified_rule(full)
+        if rule is None and full.split(".")[0] not in KNOWN_MODULES:
+            rule = "unknown-module"
+        self.flag(rule, node, f"imports {full}")
 
     def visit_Name(self, node: ast.Name) -> None:
         parent = self.p.parents.get(id(node))
@@ -189,8 +190,9 @@ def rebinds(program: Program, unit: Unit) -> None:
         for name, node, origin in _module_bindings(stmt):
             course = program.protected.get(name)
             if course is not None and (origin is None or origin not in course):
-                where = " or ".join(sorted(course)) or "the course"
-                program.flag("monkeypatch", unit, node, f"rebinds {name}, imported from {where}")
+                where = " or ".join(sorted(course))
+                what = f"imported from {where}" if where else "which the course's setup sets"
+                program.flag("monkeypatch", unit, node, f"rebinds {name}, {what}")
 
 
 def _module_bindings(stmt: ast.stmt):
@@ -384,9 +386,12 @@ class KernelPath:
                     self.flag("torch-compute", node, f"computes with {side.id} in torch")
         elif isinstance(node, ast.UnaryOp) and named(node.operand):
             self.flag("torch-compute", node, f"computes with {node.operand.id} in torch")
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
-            if node.func.id in BUILTIN_MATH and any(named(a) for a in node.args):
+        elif isinstance(node, ast.Call) and any(named(a) for a in node.args):
+            if isinstance(node.func, ast.Name) and node.func.id in BUILTIN_MATH:
                 self.flag("torch-compute", node, f"calls {node.func.id}() on the input")
+            for name in sorted(self.p.qualify(node.func)):
+                if name.split(".")[0] not in ("torch", "triton", "learning"):
+                    self.flag("torch-compute", node, f"computes on the input with {name}")
         elif isinstance(node, ast.Subscript) and named(node.value):
             self.flag("tensor-copy", node, f"indexes {node.value.id} in torch")
         elif isinstance(node, ast.Assign) and named(node.value):

@@ -66,7 +66,7 @@ COPIES = frozenset(
     "flatten ravel new_tensor index_select gather take masked_select repeat tile".split()
 )
 TORCH_COPIES = frozenset(
-    "clone cat concat concatenate stack hstack vstack tensor as_tensor".split()
+    "clone cat concat concatenate stack hstack vstack tensor as_tensor from_numpy".split()
 )
 JIT_COPIES = frozenset("contiguous clone copy_ numpy tolist cpu cuda".split())
 TORCH_MATH_MODULES = ("nn", "special", "ops", "linalg", "fft", "sparse", "masked", "func")
