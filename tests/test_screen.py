@@ -99,6 +99,7 @@ def test_a_flag_names_its_cell_line_and_reason():
             "pass3",
             5,
             "calls torch.softmax; the direct path must compute in your Triton kernel, not in torch",
+            ("StridedSoftmax", "strided_softmax"),  # the course's autograd op calls it
         )
     ]
     assert str(flags[0]).startswith("cell pass3, line 5: calls torch.softmax;")
@@ -163,13 +164,16 @@ def test_torch_computing_the_softmax_is_flagged_however_it_is_reached(snippet):
     assert "torch-compute" in rules(notebook(snippet))
 
 
-def test_torch_inside_a_kernel_is_flagged():
-    """Does a @triton.jit kernel that calls torch (runnable under the interpreter) flag?"""
+def test_torch_inside_a_kernel_is_flagged_for_each_function_that_launches_it():
+    """Does a @triton.jit kernel that calls torch (runnable under the interpreter) flag, on
+    the path of pass 3's wrapper and of the course's own launch_softmax cell?"""
     kernel = (
         "@triton.jit\ndef softmax_kernel(X, Y, SR, SC, N, BLOCK: tl.constexpr):\n"
         "    torch.softmax(X, 1)\n"
     )
-    assert "torch-compute" in rules(notebook(None, pass2=kernel))
+    (flag,) = screen(notebook(None, pass2=kernel), COURSE)
+    assert (flag.rule, flag.cell, flag.line) == ("torch-compute", "pass2", 3)
+    assert flag.functions == ("StridedSoftmax", "launch_softmax", "strided_softmax")
 
 
 TENSOR_COPY = {
@@ -225,6 +229,8 @@ TAMPERING = {
         "import gc\nobjects = gc.get_objects()\n",
         'import numpy as np\ndata = np.load("x.npy", allow_pickle=True)\n',
         "import inspect\nframe = inspect.currentframe()\n",
+        'checker = torch.sys.modules["learning.workshops.checking.cases"]\n',
+        "s = os.sys\nframe = s._getframe(0)\n",
         "frame = sys._getframe(1).f_globals\n",
         "try:\n    1 / 0\nexcept Exception as e:\n    up = e.__traceback__.tb_frame.f_back\n",
         'import importlib\nm = importlib.import_module("os")\n',
@@ -237,6 +243,8 @@ TAMPERING = {
         "import grader.reference\n",
         "from learning.workshops.notebook.testing import run_cases\n",
         "import learning.workshops.notebook.testing as t\n",
+        "from learning.workshops.notebook.testing import diagnose\n",
+        "import learning.workshops.notebook.testing\n",
     ],
     "native-code": ["import ctypes\n", "%%time\nimport ctypes\n", "%load_ext ctypes\n"],
     "unknown-module": [

@@ -56,6 +56,7 @@ class Flag:
     cell: str  # the cell's grade id, or "#N": its position in the notebook (1 = first)
     line: int  # 1-based, in the cell's source
     reason: str  # what the line does and why that is not allowed
+    functions: tuple[str, ...] = ()  # graded functions whose kernel path it is on (rule 1)
 
     def __str__(self) -> str:
         return f"cell {self.cell}, line {self.line}: {self.reason} [{self.rule}]"
@@ -105,6 +106,7 @@ def screen(nb: NotebookNode, course: Course) -> list[Flag]:
     restored, others = course.trees
     known = {ast.dump(tree) for tree in restored + others}
     units: list[Unit] = []
+    kept: set[str] = set()
     findings: list[Finding] = []
     order: dict[str, int] = {}
     for index, cell in enumerate(nb.get("cells", [])):
@@ -120,14 +122,19 @@ def screen(nb: NotebookNode, course: Course) -> list[Flag]:
             findings.append(Finding("dynamic-code", label, 1, f"cannot be read ({exc})"))
             order.setdefault(label, index)
             continue
+        if tree is not None and ast.dump(tree) in known:
+            kept.add(ast.dump(tree))  # the course's own text: not the student's to answer for
         if tree is None or ast.dump(tree) in known:
-            continue  # a cell that does not parse runs nothing; the course's own text is not read
+            continue  # a cell that does not parse runs nothing
         order.setdefault(label, index)
         findings += _read(label, tree, units, 0)
     protected = {name for tree in restored for name in _module_names(tree)}
-    findings += check(Program(units, restored + others, protected))
+    context = [tree for tree in others if ast.dump(tree) in kept]
+    findings += check(Program(units, restored + others, protected, context))
     flags = {
-        (f.rule, f.cell, f.line): Flag(f.rule, f.cell, f.line, f"{_short(f.what)}; {WHY[f.rule]}")
+        (f.rule, f.cell, f.line): Flag(
+            f.rule, f.cell, f.line, f"{_short(f.what)}; {WHY[f.rule]}", f.functions
+        )
         for f in findings
     }
     return sorted(flags.values(), key=lambda f: (order.get(f.cell, 0), f.line, f.rule))

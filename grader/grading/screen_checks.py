@@ -9,6 +9,7 @@ from collections import defaultdict
 from grader.grading.screen_rules import (
     BUILTIN_MATH,
     COPIES,
+    COURSE_CELL,
     DUNDER_OK,
     DYNAMIC,
     ENTRY_POINTS,
@@ -27,6 +28,7 @@ from grader.grading.screen_rules import (
     Program,
     Unit,
     called,
+    canonical,
     declared_global,
     imported,
     literal,
@@ -47,10 +49,12 @@ def check(program: Program) -> list[Finding]:
             Everywhere(program, unit).visit(unit.tree)
             rebinds(program, unit)
         except RecursionError:
-            program.flag("dynamic-code", unit, unit.tree.body[0], "nests code too deep to read")
-    for unit, stmt in reached(program):
+            program.flag("dynamic-code", unit, unit.tree, "nests code too deep to read")
+    for unit, stmt, functions in reached(program):
+        if unit.cell == COURSE_CELL:
+            continue
         try:
-            KernelPath(program, unit).walk(stmt, False, frozenset())
+            KernelPath(program, unit, functions).walk(stmt, False, frozenset())
         except RecursionError:
             program.flag("dynamic-code", unit, stmt, "nests code too deep to read")
     return list(program.findings.values())
@@ -83,7 +87,7 @@ class Everywhere(ast.NodeVisitor):
     visit_ImportFrom = visit_Import
 
     def imports(self, node: ast.AST, full: str) -> None:
-        rule = qualified_rule(full)
+        rule = qualified_rule(canonical(full))
         if rule is None and full.split(".")[0] not in KNOWN_MODULES:
             rule = "unknown-module"
         self.flag(rule, node, f"imports {full}")
@@ -278,10 +282,24 @@ def _bound(stmt: ast.stmt, functions: set[str] | None) -> set[str]:
     return names
 
 
-def reached(program: Program) -> list[tuple[Unit, ast.stmt]]:
-    """The module-level statements the graded functions may run or depend on: from their
-    names, every statement that binds or changes a name they read, and so on."""
-    statements = [(u, s) for u in program.units for s in top_statements(u.tree.body)]
+def reached(program: Program) -> list[tuple[Unit, ast.stmt, tuple[str, ...]]]:
+    """The module-level statements the graded functions may run or depend on, each with
+    the graded functions whose path it is on: from their names, every statement that binds
+    or changes a name they read, and so on."""
+    bindings = _bindings(program)
+    paths = {entry: _reach(bindings, entry) for entry in sorted(ENTRY_POINTS)}
+    found: dict[int, tuple[Unit, ast.stmt, tuple[str, ...]]] = {}
+    for entry, statements in paths.items():
+        for key, (unit, stmt) in statements.items():
+            before = found.get(key, (unit, stmt, ()))[2]
+            found[key] = (unit, stmt, (*before, entry))
+    return list(found.values())
+
+
+def _bindings(program: Program) -> dict[str, list[tuple[Unit, ast.stmt]]]:
+    """For each module-level name, the statements that bind or may change it."""
+    units = program.units + program.context
+    statements = [(u, s) for u in units for s in top_statements(u.tree.body)]
     kinds: dict[str, set[bool]] = defaultdict(set)
     for _, stmt in statements:
         defines = isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.Import)
@@ -293,7 +311,11 @@ def reached(program: Program) -> list[tuple[Unit, ast.stmt]]:
     for unit, stmt in statements:
         for name in _bound(stmt, functions):
             bindings[name].append((unit, stmt))
-    todo, seen, found = list(ENTRY_POINTS), set(), {}
+    return bindings
+
+
+def _reach(bindings: dict, start: str) -> dict[int, tuple[Unit, ast.stmt]]:
+    todo, seen, found = [start], set(), {}
     while todo:
         name = todo.pop()
         if name in seen:
@@ -303,15 +325,15 @@ def reached(program: Program) -> list[tuple[Unit, ast.stmt]]:
             if id(stmt) not in found:
                 found[id(stmt)] = (unit, stmt)
                 todo += free_names(stmt)
-    return list(found.values())
+    return found
 
 
 class KernelPath:
     """The instructions' rules over one reached statement; a @triton.jit body is read as
     kernel code (Triton's `.to`, `tl.max`, ... are what it is for)."""
 
-    def __init__(self, program: Program, unit: Unit) -> None:
-        self.p, self.unit = program, unit
+    def __init__(self, program: Program, unit: Unit, functions: tuple[str, ...]) -> None:
+        self.p, self.unit, self.functions = program, unit, functions
 
     def walk(self, node: ast.AST, jit: bool, inputs: frozenset[str]) -> None:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
@@ -340,7 +362,7 @@ class KernelPath:
 
     def flag(self, rule: str | None, node: ast.AST, what: str) -> None:
         if rule:
-            self.p.flag(rule, self.unit, node, what)
+            self.p.flag(rule, self.unit, node, what, self.functions)
 
     def visit(self, node: ast.AST, jit: bool, inputs: frozenset[str]) -> None:
         loads = isinstance(getattr(node, "ctx", ast.Load()), ast.Load)

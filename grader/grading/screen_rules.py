@@ -22,6 +22,8 @@ import sys
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
 
 WHY = {
     "torch-compute": "the direct path must compute in your Triton kernel, not in torch",
@@ -150,6 +152,9 @@ MODULE_FILES = (".py", ".pth", ".so", ".pyc")
 JIT = frozenset({"triton.jit", "triton.runtime.jit", "triton.runtime.jit.jit"})
 
 
+COURSE_CELL = "(course)"
+
+
 @dataclass(frozen=True)
 class Unit:
     """The code of one student cell (or of a magic's code inside it), parsed."""
@@ -166,6 +171,17 @@ class Finding:
     cell: str
     line: int
     what: str
+    functions: tuple[str, ...] = ()  # the graded functions whose kernel path it is on
+
+
+REEXPORTED = frozenset(
+    "sys os io builtins ctypes gc inspect importlib subprocess threading multiprocessing "
+    "socket pickle marshal _thread mmap traceback operator".split()
+)
+"""Modules other modules hand out as attributes (`torch.sys`, `os.sys`, `np.os`): a dotted
+name through one is read as a use of that module."""
+PACKAGE_ROOT = Path(__file__).resolve().parents[2]
+"""Where the `learning` package lives: its re-exports are followed in its own source."""
 
 
 def _private(segment: str) -> bool:
@@ -178,6 +194,16 @@ def _under(name: str, prefix: str) -> bool:
 
 def qualified_rule(name: str) -> str | None:
     """The tampering rule a use of the dotted name `name` breaks anywhere, or None."""
+    parts = name.split(".")
+    for at in range(1, len(parts)):
+        if parts[at] in REEXPORTED:
+            rule = _rule(".".join(parts[at:]))
+            if rule:
+                return rule
+    return _rule(name)
+
+
+def _rule(name: str) -> str | None:
     parts = name.split(".")
     head, rest = parts[0], parts[1:]
     if head in WHOLE_MODULES:
@@ -245,6 +271,51 @@ def path_rule(name: str, jit: bool) -> str | None:
     return None
 
 
+def canonical(name: str) -> str:
+    """`name` with the `learning` package's re-exports followed to where each comes from
+    (`learning.workshops.notebook.testing.run_case` is the checker's `run_case`)."""
+    parts = name.split(".")
+    for _ in range(8):
+        if parts[0] != "learning":
+            break
+        module, at = _module_of(tuple(parts))
+        bound = _top_imports(module).get(parts[at]) if module and at < len(parts) else None
+        if bound is None:
+            break
+        parts = bound.split(".") + parts[at + 1 :]
+    return ".".join(parts)
+
+
+def _module_of(parts: tuple[str, ...]) -> tuple[str | None, int]:
+    """(source file, index of the first attribute) of the longest module prefix of `parts`."""
+    folder, module = PACKAGE_ROOT, None
+    for at, part in enumerate(parts):
+        if (folder / part / "__init__.py").is_file():
+            folder, module = folder / part, str(folder / part / "__init__.py")
+        elif (folder / f"{part}.py").is_file():
+            return str(folder / f"{part}.py"), at + 1
+        else:
+            return module, at
+    return module, len(parts)
+
+
+@cache
+def _top_imports(path: str) -> dict[str, str]:
+    """The names a module of ours binds by import at its top level, and what each is."""
+    try:
+        tree = ast.parse(Path(path).read_text())
+    except (OSError, SyntaxError, ValueError):
+        return {}
+    package = Path(path).relative_to(PACKAGE_ROOT).with_suffix("").parts
+    names = {}
+    for stmt in top_statements(tree.body):
+        if isinstance(stmt, ast.ImportFrom) and stmt.level:
+            base = ".".join(package[: len(package) - stmt.level + (package[-1] == "__init__")])
+            stmt = ast.ImportFrom(f"{base}.{stmt.module}" if stmt.module else base, stmt.names, 0)
+        names.update(imported(stmt))
+    return names
+
+
 def roots(target: ast.AST) -> Iterator[str]:
     """The names a store into `target` changes: `a` for `a`, `a.b`, `a[i]`, `(a, b)`."""
     if isinstance(target, ast.Name):
@@ -287,8 +358,17 @@ def called(node: ast.Call, name: str) -> bool:
 class Program:
     """Every screened cell's code, with its names resolved, read by the rules."""
 
-    def __init__(self, units: list[Unit], course: list[ast.Module], protected: set[str]) -> None:
+    def __init__(
+        self,
+        units: list[Unit],
+        course: list[ast.Module],
+        protected: set[str],
+        context: list[ast.Module] = (),
+    ) -> None:
         self.units = units
+        # the course's unlabelled cells as the notebook has them: read for what the graded
+        # functions reach through them (launch_softmax -> softmax_kernel), never flagged
+        self.context = [Unit(COURSE_CELL, tree) for tree in context]
         self.parents: dict[int, ast.AST] = {}
         for tree in [u.tree for u in units] + course:
             for node in ast.walk(tree):
@@ -306,7 +386,7 @@ class Program:
         for tree in trees:
             for node in ast.walk(tree):
                 for bound, full in imported(node):
-                    self.aliases[bound].add(full)
+                    self.aliases[bound].add(canonical(full))
 
     def _assignments(self) -> None:
         """Plain aliases (`F = torch.nn.functional`), followed until nothing changes."""
@@ -328,7 +408,7 @@ class Program:
         if isinstance(node, ast.Name):
             return set(self.aliases.get(node.id, ()))
         if isinstance(node, ast.Attribute):
-            return {f"{q}.{node.attr}" for q in self.qualify(node.value)}
+            return {canonical(f"{q}.{node.attr}") for q in self.qualify(node.value)}
         if isinstance(node, ast.Call) and node.args:
             name = literal(node.args[0])
             if called(node, "__import__") and name:
@@ -337,12 +417,17 @@ class Program:
                 return {name}
             attr = literal(node.args[1]) if len(node.args) > 1 else None
             if called(node, "getattr") and attr:
-                return {f"{q}.{attr}" for q in self.qualify(node.args[0])}
+                return {canonical(f"{q}.{attr}") for q in self.qualify(node.args[0])}
         return set()
 
-    def flag(self, rule: str, unit: Unit, node: ast.AST, what: str) -> None:
-        line = getattr(node, "lineno", 0)
-        self.findings.setdefault((rule, unit.cell, line), Finding(rule, unit.cell, line, what))
+    def flag(
+        self, rule: str, unit: Unit, node: ast.AST, what: str, functions: tuple[str, ...] = ()
+    ) -> None:
+        line = getattr(node, "lineno", 1)
+        key = (rule, unit.cell, line)
+        found = self.findings.setdefault(key, Finding(rule, unit.cell, line, what))
+        union = tuple(sorted(set(found.functions) | set(functions)))
+        self.findings[key] = Finding(rule, unit.cell, line, found.what, union)
 
     def outermost(self, node: ast.AST) -> bool:
         """Is `node` the whole of a dotted name (not `a` or `a.b` inside `a.b.c`)?"""
