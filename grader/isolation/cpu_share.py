@@ -10,8 +10,8 @@ SIGCONT (which no process can catch or block):
 
 - at most C processes (rounded down, at least one) of the tree run at once: of those busy
   (on a CPU most of the last tick, or running at two samples in a row) the ones that waited
-  longest run and the rest are stopped, in turn, so
-  a hundred busy loops take C cores beside a neighbour, not a hundred shares of the machine;
+  longest run and the rest are stopped, in turn, so a hundred busy loops take C cores
+  beside a neighbour, not a hundred shares of the machine;
 - while the tree has used more than C cores (a token bucket: C CPU seconds a second, BURST_S
   of them saved at most; this catches many busy threads in one process) all of it stops,
   until the budget is back.
@@ -19,8 +19,9 @@ SIGCONT (which no process can catch or block):
 A child's time counts while it lives and, once reaped, through its parent's cutime, less
 what was already counted of it: never charged twice, never refunded. Not seen: a process that
 lives less than a tick under a parent that ignores SIGCHLD (the kernel keeps no account of
-it). A cpu cgroup has no such gap; measured on 2 shared cores, a neighbour's loop beside 16
-busy processes ran 1.0-2.2x slower with a cgroup, 7.5-8.5x with neither.
+it). A cpu cgroup has no such gap. Measured on 2 cores shared with other jobs, a neighbour's
+loop beside 16 busy processes (one core each) ran 1.1-2.0x slower with this, 1.2-2.9x with a
+cgroup, 7.5-8.5x with neither.
 
 It exits with COMMAND's status, and dies with its own parent (COMMAND's bwrap then dies
 with it). Only the standard library: it runs with the grader's Python in isolated mode.
