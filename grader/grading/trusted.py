@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -26,6 +25,7 @@ from grader.grading.grading_log import course_root, log_for
 from grader.grading.hidden_regions import CHECKS, hidden_checks, hidden_region  # noqa: F401
 from grader.grading.runner import _stream, sandboxed_copy
 from grader.grading.sandbox import AHEAD
+from grader.grading.screening import cells_lost, flag_output, screen_submission
 from grader.grading.timing_record import (
     BANDS,
     SLOWEST_FRACTION,
@@ -128,14 +128,16 @@ class GradeHiddenCells(NbGraderPreprocessor):
 
         log = log_for(self.config, resources)
         try:
-            return self._grade(nb, resources, log.say if log else lambda _: None)
+            return self._grade(nb, resources, log)
         except Exception as exc:
             if log:
                 log.cause(f"internal error: grading the hidden cells failed: {fault_text(exc)}")
             raise
 
-    def _grade(self, nb: NotebookNode, resources: dict, say: Callable[[str], None]):
+    def _grade(self, nb: NotebookNode, resources: dict, log):
         folder = Path(resources["metadata"]["path"]).resolve()
+        course = course_for(resources)
+        lost = cells_lost(self._screen(nb, resources, log), course)
         restart_sidecars(folder, resources.get("i1_sandbox_files", {}).get(HINTS_SIDECAR))
         ahead = resources.pop(AHEAD, None)
         with contextlib.ExitStack() as stack:
@@ -146,10 +148,9 @@ class GradeHiddenCells(NbGraderPreprocessor):
                 draw = submission_draw(resources, course_root(self.config))
                 runner = stack.enter_context(sandboxed_copy(nb, draw))
             stack.enter_context(contextlib.chdir(folder))
-            runner.say = say
+            runner.say = log.say if log else lambda _: None
             runner.bands = bands_from_config(self.timing_bands, self.timing_slowest_fraction)
             runner.slowest = self.timing_slowest_fraction
-            course = course_for(resources)
             hidden = {i: (gid, checks) for i, gid, checks in graded_regions(nb, course)}
             by_id = {c.grade_id: c for c in course}
             visible = dict(visible_cells(nb, course))
@@ -160,5 +161,19 @@ class GradeHiddenCells(NbGraderPreprocessor):
                     smoke = as_notes(runner.visible(by_id[gid], smoke_test=True))
                     cell.outputs = smoke + [out for check in checks for out in runner.run(*check)]
                 else:  # the course's assertions, run here: the kernel's outputs cannot score
+                    gid = visible[index].grade_id
                     cell.outputs = runner.visible(visible[index])
+                if gid in lost:
+                    cell.outputs.append(flag_output(lost[gid]))
         return nb, resources
+
+    def _screen(self, nb: NotebookNode, resources: dict, log) -> list:
+        """The source screen's flags on the submission (`grader.grading.screen`), logged."""
+        info = resources["nbgrader"]
+        name = f"{info['notebook']}.ipynb"
+        flags = screen_submission(
+            nb, course_root(self.config) / "source" / info["assignment"] / name
+        )
+        if log is not None:
+            log.flagged([str(flag) for flag in flags])
+        return flags
