@@ -54,7 +54,12 @@ def test_reference_passes_with_exit_zero():
 
 def test_failure_exits_one_and_points_to_hint(tmp_path):
     """Does a failing implementation exit 1 and suggest --hint, without giving the hint?"""
-    done = check("strided_softmax", "--impl", str(bug("ignores-column-stride", tmp_path)))
+    impl = bug("ignores-column-stride", tmp_path)
+    os.utime(impl, (1_700_000_000, 1_700_000_000))  # saved long ago: an unsaved notebook?
+    done = check("strided_softmax", "--impl", str(impl))
+    first = done.stdout.splitlines()[0]
+    assert first.startswith(f"strided_softmax from {impl}, saved 2023-11-1")
+    assert "save your notebook first?" in first
     assert done.returncode == 1
     assert "FAIL  transpose" in done.stdout
     assert "Run again with --hint for a clue." in done.stdout
@@ -75,6 +80,7 @@ def test_json_schema(tmp_path):
     done = check("strided_softmax", "--json", "--impl", str(bug("pads-with-zero", tmp_path)))
     report = json.loads(done.stdout)
     assert {"op", "device", "passed", "cases", "hints", "seed", "mode", "impl"} <= set(report)
+    assert report["saved"][:4].isdigit() and "T" in report["saved"]  # ISO 8601, local time
     assert report["op"] == "strided_softmax"
     assert report["passed"] is False
     assert report["mode"] == "interpreter"
@@ -83,6 +89,14 @@ def test_json_schema(tmp_path):
         assert isinstance(case["passed"], bool)
     assert [h["id"] for h in report["hints"]] == ["padding"]
     assert report["hints"][0]["evidence"]
+
+
+def test_a_fresh_save_is_said_in_seconds():
+    """Does the first line say how long ago the checked file was saved, in words?"""
+    from learning.workshops.check import saved_words
+
+    assert saved_words(1000.0, now=1012.0).endswith(", 12 s ago")
+    assert saved_words(1000.0, now=1000.0 + 5 * 60).endswith(", 5 minutes ago")
 
 
 def test_seed_repeats_a_run(tmp_path):

@@ -16,7 +16,9 @@ import argparse
 import json
 import secrets
 import sys
+import time
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 from learning.workshops.checking.cases import OPS, Case, CaseResult, suite
@@ -59,6 +61,7 @@ class Report:
     hints: list[Hint]
     notes: tuple[str, ...] = ()  # what the interpreter did unlike a GPU (autotune, say)
     smallest: Shrunk | None = None  # the smallest view that fails as a failed case did
+    saved: float | None = None  # when the file checked was last saved (its mtime)
 
     @property
     def passed(self) -> bool:
@@ -73,6 +76,7 @@ class Report:
         return {
             "op": self.op,
             "impl": self.impl,
+            "saved": None if self.saved is None else _iso(self.saved),
             "mode": self.mode,
             "device": self.device,
             "seed": self.seed,
@@ -149,6 +153,7 @@ def run_check(
     device = "cpu" if mode == "interpreter" else "cuda"
     seed = secrets.randbelow(2**31) if seed is None else seed
     chosen = suite(op, cases, device)
+    saved = impl.stat().st_mtime  # what is on disk now is what the child loads
     with Session(impl.resolve()) as session:
         run = session.run_cases(op, OPS[op].function, chosen, seed, case_timeout_s)
         if run.load_error:
@@ -157,7 +162,9 @@ def run_check(
         start = starting_case(chosen, run.results, hints) if shrink_failures else None
         smallest = _shrunk(session, op, run, start, seed, case_timeout_s) if start else None
     notes = tuple(dict.fromkeys(run.notes))
-    return Report(op, str(impl), run.mode, run.device, seed, run.results, hints, notes, smallest)
+    return Report(
+        op, str(impl), run.mode, run.device, seed, run.results, hints, notes, smallest, saved
+    )
 
 
 def _shrunk(
@@ -180,12 +187,30 @@ def _shrunk(
     return shrink(candidates, *start)
 
 
+def _iso(stamp: float) -> str:
+    return datetime.fromtimestamp(stamp).astimezone().isoformat(timespec="seconds")
+
+
+def saved_words(stamp: float | None, now: float | None = None) -> str:
+    """When the checked file was saved, in words: the check reads the file on disk, so an
+    unsaved notebook's edits are not what it checks ("saved 14:03:12, 2 minutes ago")."""
+    if stamp is None:
+        return "saved at an unknown time"
+    ago = max(0.0, (time.time() if now is None else now) - stamp)
+    when = datetime.fromtimestamp(stamp).strftime("%H:%M:%S")
+    if ago < 60:
+        return f"saved {when}, {ago:.0f} s ago"
+    if ago < 3600:
+        return f"saved {when}, {ago // 60:.0f} minutes ago"
+    return f"saved {datetime.fromtimestamp(stamp):%Y-%m-%d %H:%M}: save your notebook first?"
+
+
 def format_report(report: Report, show_hints: bool) -> str:
     """The report as people read it: one line per case, the checker's own faults, the hints."""
     passed = sum(r.passed for r in report.results)
     lines = [
-        f"{report.op} from {report.impl}: {passed} of {len(report.results)} cases pass "
-        f"({report.device}, seed {report.seed})"
+        f"{report.op} from {report.impl}, {saved_words(report.saved)}: {passed} of "
+        f"{len(report.results)} cases pass ({report.device}, seed {report.seed})"
     ]
     lines += [f"  note: {note}" for note in report.notes]
     width = max((len(r.name) for r in report.results), default=0)
