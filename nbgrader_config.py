@@ -17,11 +17,11 @@ from nbgrader.preprocessors import (
 )
 
 from grader.grading.ahead import StartChecksAhead
+from grader.grading.execute import SandboxedExecute
 from grader.grading.extra_credit import AwardExtraCredit
 from grader.grading.feedback import StudentFeedback
 from grader.grading.grading_log import convert_hooks
 from grader.grading.restore import RestoreGradeCells
-from grader.grading.sandbox import SandboxedExecute
 from grader.grading.submission_files import refuse_irregular_submissions
 from grader.grading.trusted import GradeHiddenCells
 from learning.workshops.notebook.evidence import NOT_WRITTEN
@@ -35,7 +35,7 @@ c.CourseDirectory.course_id = "i1-strided-softmax"
 # names another database (PostgreSQL, so that several machines grade into one gradebook:
 # `python -m grader.parallel --shard I/N`, scripts/slurm_autograde.sbatch).
 if os.environ.get("I1_GRADEBOOK_URL"):
-    from grader.course import database_url
+    from grader.gradebook import database_url
 
     c.CourseDirectory.db_url = database_url(os.environ["I1_GRADEBOOK_URL"])
 
@@ -64,9 +64,9 @@ c.Autograde.sanitize_preprocessors = [
 # (it reaches nothing but a scratch copy of its own folder); the hidden and timing cells are
 # then graded here, outside it, and scored from what this side wrote; their correctness checks
 # start first and run beside the notebook (StartChecksAhead), the timing after it. See
-# grader/grading/sandbox.py and grader/grading/trusted.py. Without bubblewrap grading refuses
-# to run; I1_UNSAFE_NO_SANDBOX=1 (--unsafe-no-sandbox on the grader commands) runs student
-# code unsandboxed, loudly.
+# grader/isolation/sandbox.py, grader/grading/execute.py and grader/grading/trusted.py.
+# Without bubblewrap grading refuses to run; I1_UNSAFE_NO_SANDBOX=1 (--unsafe-no-sandbox on
+# the grader commands) runs student code unsandboxed, loudly.
 c.Autograde.autograde_preprocessors = [
     StartChecksAhead,
     SandboxedExecute,

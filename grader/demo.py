@@ -20,7 +20,8 @@ from pathlib import Path
 from tqdm import tqdm
 
 from grader import cohort, course, sample_cohort
-from grader.grading.sandbox import SandboxUnavailable, add_unsafe_option, ready_to_grade
+from grader.grading.readiness import add_unsafe_option, ready_to_grade
+from grader.isolation.sandbox import SandboxUnavailable
 from grader.parallel import autograde_parallel
 from learning.workshops.check import UsageError
 from learning.workshops.paths import unwritable

@@ -45,11 +45,11 @@ More than one machine. `--shard I/N` grades shard I of N (counting from 1): of t
 submitted students (or those named with --student), sorted by name, the I-th, the I+N-th,
 and so on; the N shards together take every student once. N machines that see the same
 course folder (a shared filesystem) and the same PostgreSQL gradebook (`--db URL`, or
-I1_GRADEBOOK_URL, or the course's `CourseDirectory.db_url`: `grader.course.gradebook_url`)
+I1_GRADEBOOK_URL, or the course's `CourseDirectory.db_url`: `grader.gradebook.gradebook_url`)
 grade one course into one gradebook; `scripts/slurm_autograde.sbatch` runs them as a Slurm
 job array. SQLite's file locks are no use across machines, PostgreSQL's rows are: the shards
 write disjoint students, and each shard opens the gradebook first under a PostgreSQL
-advisory lock (`grader.course.open_gradebook`), so shards started at once create its tables
+advisory lock (`grader.gradebook.open_gradebook`), so shards started at once create its tables
 once. Workers get the URL in their environment, not on their command line, where any user
 of the machine could read its password.
 
@@ -58,19 +58,17 @@ robin, with CUDA_VISIBLE_DEVICES, and gets I1_GPU_LOCK, the path of that GPU's l
 in the course (`autograded/.gpu-<host>-<id>.lock`, named after the machine too, since a
 course on a shared filesystem is graded from several: git-ignored, unseen by nbgrader's
 globs).
-Student kernels inherit both. The hidden timing cell holds `gpu_lock()`, an exclusive
-`fcntl.flock` on that file, while it times: correctness cells run in parallel, timings on
-one GPU never overlap. Without a GPU neither variable is set. With more workers than GPUs,
-another worker's correctness cells can still run beside a timing on the same GPU; the
-grade is a student/reference ratio timed interleaved, so a uniform slowdown cancels, but
+Student kernels inherit both. The hidden timing cell holds `gpu_lock()` (`grader.gpu_lock`),
+an exclusive `fcntl.flock` on that file, while it times: correctness cells run in parallel,
+timings on one GPU never overlap. Without a GPU neither variable is set. With more workers
+than GPUs, another worker's correctness cells can still run beside a timing on the same GPU;
+the grade is a student/reference ratio timed interleaved, so a uniform slowdown cancels, but
 for undisturbed timings use one worker per GPU (or have GPU work take `gpu_lock(shared=True)`).
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import fcntl
 import glob
 import io
 import json
@@ -85,26 +83,27 @@ import tempfile
 import threading
 import time
 import traceback
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader.course import (
+from grader.course import CourseError
+from grader.gpu_lock import GPU_LOCK_ENV
+from grader.gradebook import (
     GRADEBOOK_URL_ENV,
-    CourseError,
+    GradebookError,
     add_gradebook_option,
     course_id,
     gradebook_url,
     open_gradebook,
     shown_url,
 )
-from grader.grading.sandbox import SandboxUnavailable, add_unsafe_option, ready_to_grade
+from grader.grading.readiness import add_unsafe_option, ready_to_grade
 from grader.isolation.limits import WORKERS_ENV
+from grader.isolation.sandbox import SandboxUnavailable
 from learning.workshops.checking.child import child_env
 
 REPO = Path(__file__).resolve().parents[1]
-GPU_LOCK_ENV = "I1_GPU_LOCK"
-"""Environment variable naming the lock file the timing cell holds while it times."""
 BUSY_TIMEOUT_S = 60.0
 """How long a worker waits for SQLite's write lock before it gives up (default: 5 s)."""
 RETRIES = 2
@@ -144,25 +143,6 @@ class ParallelRun:
     wall_s: float
     workers: int
     shard: tuple[int, int] | None = None
-
-
-@contextlib.contextmanager
-def gpu_lock(shared: bool = False) -> Iterator[None]:
-    """Hold this worker's GPU lock (I1_GPU_LOCK) for the block; without one, do nothing.
-
-    Exclusive by default (timing); `shared=True` lets any number of holders in together
-    but none while an exclusive holder times.
-    """
-    path = os.environ.get(GPU_LOCK_ENV)
-    if not path:
-        yield
-        return
-    with open(path, "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def submitted_students(root: Path, assignment: str) -> list[str]:
@@ -527,7 +507,7 @@ def main(argv: list[str] | None = None) -> int:
             url=args.db,
             shard=shard,
         )
-    except (ParallelError, CourseError, ValueError, SandboxUnavailable) as error:
+    except (ParallelError, CourseError, GradebookError, ValueError, SandboxUnavailable) as error:
         print(f"parallel: {error}", file=sys.stderr)
         return 2
     print(_report(run))

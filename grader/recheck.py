@@ -14,7 +14,7 @@ error.
 
 `--student S` (repeatable) rechecks only those students. A progress line per student goes
 to stderr as each one is done (each takes tens of seconds on a CPU), so stdout keeps only
-the result. The gradebook is the course's (`grader.course.gradebook_url`: `--db URL`, else
+the result. The gradebook is the course's (`grader.gradebook.gradebook_url`: `--db URL`, else
 the course's CourseDirectory.db_url, which this course takes from I1_GRADEBOOK_URL, else
 its gradebook.db), PostgreSQL included.
 """
@@ -32,12 +32,14 @@ from pathlib import Path
 import nbformat
 
 from grader import course
+from grader.gradebook import GradebookError, add_gradebook_option, gradebook_url, sqlite_file
 from grader.grading.extra_credit import configured_points
 from grader.grading.hidden import FUNCTION_CHECKS, run_function_check, run_hidden
+from grader.grading.readiness import ready_to_grade
 from grader.grading.runner import Runner, sandboxed_copy
-from grader.grading.sandbox import SandboxUnavailable, ready_to_grade
 from grader.grading.timing_record import SIDECAR, load
 from grader.grading.trusted import draw_for
+from grader.isolation.sandbox import SandboxUnavailable
 from learning.workshops.checking.faults import INTERNAL_ERROR
 from learning.workshops.checking.sidecars import RecordError, RecordMissing
 
@@ -116,7 +118,7 @@ def recheck_course(
     """Every disagreement between the gradebook (the course's, or the one at `url`) and a
     fresh recheck, over all submissions (or those of `students`); `progress` is told as
     each student is done."""
-    url = course.gradebook_url(root, url)
+    url = gradebook_url(root, url)
     scores = {(s.student, s.cell): s for s in course.cell_scores(root, url)}
     folders = [
         folder
@@ -177,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--student", action="append", default=[], help="recheck only this student (repeatable)"
     )
-    course.add_gradebook_option(parser)
+    add_gradebook_option(parser)
     parser.add_argument(
         "--quiet", action="store_true", help="no progress line per student on stderr"
     )
@@ -191,11 +193,11 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 2
     try:
-        url = course.gradebook_url(root, args.db)
+        url = gradebook_url(root, args.db)
     except Exception as exc:  # the course's nbgrader_config.py does not run
         print(f"recheck: cannot read {root / 'nbgrader_config.py'}: {exc}", file=sys.stderr)
         return 2
-    gradebook = course.sqlite_file(url)
+    gradebook = sqlite_file(url)
     if gradebook is not None and not gradebook.is_file():
         print(
             f"recheck: no gradebook at {gradebook}; run nbgrader autograde first.", file=sys.stderr
@@ -213,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
         ready_to_grade(root)
         progress = None if args.quiet else _print_progress
         found = recheck_course(root, args.student, url, progress)
-    except course.CourseError as exc:
+    except (course.CourseError, GradebookError) as exc:
         print(f"recheck: {exc}.", file=sys.stderr)
         return 2
     except SandboxUnavailable as exc:

@@ -7,7 +7,7 @@ is git-ignored, readable by its owner alone, and never ships: not in the student
 the release, the feedback or a sandbox. The same secret, student and submission time draw
 the same cases, so a regrade reproduces its grades; a new secret draws other cases for
 everyone. `I1_COURSE_SECRET` (64 hex characters) overrides the file, for CI and throwaway
-courses. Grading refuses to start without a secret (`grader.grading.sandbox.ready_to_grade`).
+courses. Grading refuses to start without a secret (`grader.grading.readiness.ready_to_grade`).
 """
 
 from __future__ import annotations

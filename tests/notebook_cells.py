@@ -24,7 +24,7 @@ from grader.grading.hidden import (
     hidden_views,
     run_hidden,
 )
-from grader.grading.sandbox import split_hidden_tests
+from grader.grading.hidden_regions import split_hidden_tests
 from grader.grading.trusted import hidden_checks
 from learning.workshops.checking.cases import OPS
 from learning.workshops.checking.isolation import Session

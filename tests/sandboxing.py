@@ -1,7 +1,7 @@
 """Whether this machine can sandbox student code: the tests that need bubblewrap skip without.
 
 `bwrap` need not be on PATH: grading finds the system's or the environment's own
-(`grader.grading.bwrap`), so the tests ask the grader, not `shutil.which`."""
+(`grader.isolation.bwrap`), so the tests ask the grader, not `shutil.which`."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import functools
 
 import pytest
 
-from grader.grading import sandbox
+from grader.isolation import sandbox
 
 
 @functools.cache
@@ -23,5 +23,5 @@ def sandbox_missing() -> str | None:
 
 
 needs_sandbox = pytest.mark.skipif(
-    sandbox_missing() is not None, reason="needs a working bubblewrap (grader.grading.bwrap)"
+    sandbox_missing() is not None, reason="needs a working bubblewrap (grader.isolation.bwrap)"
 )

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from grader.grading import bwrap, sandbox
+from grader.isolation import bwrap, sandbox
+from grader.isolation.scratch import scratch
 from grader.seeding import new_secret
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -168,7 +169,7 @@ def test_grading_command_says_the_sentence_before_grading(tmp_path):
     course = tmp_path / "course"
     course.mkdir()
     (course / "nbgrader_config.py").write_text(
-        "from grader.grading.sandbox import SandboxedExecute\n"
+        "from grader.grading.execute import SandboxedExecute\n"
         "c = get_config()  # noqa: F821\n"
         "c.Autograde.autograde_preprocessors = [SandboxedExecute]\n"
     )
@@ -226,7 +227,7 @@ def test_python_runs_sandboxed_through_the_packaged_bwrap(monkeypatch):
     monkeypatch.setattr(bwrap, "system", lambda: None)  # util-linux's tools stay on PATH
     monkeypatch.delenv(sandbox.UNSAFE_ENV, raising=False)
     code = f"import os; print('uid', os.getuid(), os.path.exists({str(ROOT / 'grader')!r}))"
-    with sandbox.scratch() as work:
+    with scratch() as work:
         command = sandbox.sandboxed([sys.executable, "-c", code], work=work, gpu=False)
         run = sandbox.run_sandboxed(
             [sys.executable, "-c", code], work=work, timeout_s=60, gpu=False

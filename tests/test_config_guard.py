@@ -12,8 +12,9 @@ import pytest
 
 import grader.reference as reference
 from grader import course
-from grader.grading import gpu_timing, sandbox
+from grader.grading import execute, gpu_timing, readiness
 from grader.grading.hidden import expect_address_table, expect_hidden, expect_worksheet
+from grader.isolation.sandbox import SandboxUnavailable
 from grader.seeding import ENV
 from learning.workshops.checking.faults import CheckerFault
 
@@ -23,7 +24,7 @@ BROKEN = {
     "does not load": CONFIG.replace(
         "from grader.grading.restore import", "from grader.restored import"
     ),
-    "does not list grader.grading.sandbox.SandboxedExecute": CONFIG.replace(
+    "does not list grader.grading.execute.SandboxedExecute": CONFIG.replace(
         "    StartChecksAhead,\n    SandboxedExecute,",
         "    StartChecksAhead,",
     ),
@@ -39,7 +40,7 @@ def root(tmp_path) -> Path:
 
 def test_the_course_config_is_accepted(root):
     """Does the repository's own config pass the check (so the check is not always 'no')?"""
-    sandbox.require_course_config(root)
+    readiness.require_course_config(root)
 
 
 @pytest.mark.parametrize("reason", sorted(BROKEN))
@@ -48,8 +49,8 @@ def test_grading_refuses_a_config_nbgrader_would_skip(root, reason, monkeypatch)
     the sandbox, before nbgrader runs, saying which?"""
     (root / "nbgrader_config.py").write_text(BROKEN[reason])
     for unsafe in (False, True):
-        with pytest.raises(sandbox.SandboxUnavailable, match=reason):
-            sandbox.ready_to_grade(root, unsafe)
+        with pytest.raises(SandboxUnavailable, match=reason):
+            readiness.ready_to_grade(root, unsafe)
     monkeypatch.setattr(course, "nbgrader", pytest.fail)
     with pytest.raises(course.CourseError, match=reason):
         course.autograde(root)
@@ -81,13 +82,13 @@ def test_sandboxed_execute_refuses_without_the_secret(root, monkeypatch):
     from grader.grading.grading_log import read_record
 
     monkeypatch.delenv(ENV)
-    monkeypatch.setattr(sandbox, "run_sandboxed", pytest.fail)
+    monkeypatch.setattr(execute, "run_sandboxed", pytest.fail)
     config = Config({"CourseDirectory": {"root": str(root)}})
     resources = {
         "metadata": {"path": str(root)},
         "nbgrader": {"student": "ada", "assignment": "a1"},
     }
-    with pytest.raises(sandbox.SandboxUnavailable, match="no course secret"):
-        sandbox.SandboxedExecute(config=config).preprocess(nbformat.v4.new_notebook(), resources)
+    with pytest.raises(SandboxUnavailable, match="no course secret"):
+        execute.SandboxedExecute(config=config).preprocess(nbformat.v4.new_notebook(), resources)
     record = read_record(root, "a1", "ada")
     assert record.cause.startswith("no course secret")

@@ -44,7 +44,7 @@ def test_loading_the_course_config_imports_no_torch_or_triton(tmp_path):
     assert loaded["heavy"] == []
     assert loaded["autograde"][:3] == [
         "grader.grading.ahead.StartChecksAhead",
-        "grader.grading.sandbox.SandboxedExecute",
+        "grader.grading.execute.SandboxedExecute",
         "grader.grading.trusted.GradeHiddenCells",
     ]
     assert "grader.grading.restore.RestoreGradeCells" in loaded["sanitize"]

@@ -15,7 +15,7 @@ from shared_course import SHAPES_GRADED, grade_id
 from grader import course
 from grader.grading.grading_log import read_record
 from grader.grading.hidden import hidden_cases
-from grader.grading.sandbox import split_hidden_tests
+from grader.grading.hidden_regions import split_hidden_tests
 from grader.grading.trusted import draw_for
 from grader.sample_cohort import members
 from grader.seeding import course_secret

@@ -25,6 +25,8 @@ import pytest
 from in_process import run_main
 
 from grader import course, parallel, sample_cohort
+from grader.gpu_lock import GPU_LOCK_ENV
+from grader.gradebook import gradebook_url, open_gradebook
 
 pytestmark = pytest.mark.nbgrader
 
@@ -69,7 +71,7 @@ def graded(cohort, shared_course, tmp_path_factory):
 
 def gradebook(root: Path, url: str | None = None):
     """The course's gradebook, or the one at `url` (tests/test_postgres.py)."""
-    return course.open_gradebook(course.gradebook_url(root, url))
+    return open_gradebook(gradebook_url(root, url))
 
 
 def notebook_rows(notebook) -> tuple:
@@ -173,19 +175,19 @@ def test_parallel_leaves_no_missing_or_duplicate_rows(graded):
 def test_gpu_workers_take_one_gpu_each(tmp_path, monkeypatch):
     """Is each worker pinned to one GPU, round robin, with that GPU's own lock file?"""
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    monkeypatch.delenv(parallel.GPU_LOCK_ENV, raising=False)
+    monkeypatch.delenv(GPU_LOCK_ENV, raising=False)
     envs = [parallel.worker_env(tmp_path, slot, ["0", "1"], 1) for slot in range(4)]
     assert [e["CUDA_VISIBLE_DEVICES"] for e in envs] == ["0", "1", "0", "1"]
-    locks = [e[parallel.GPU_LOCK_ENV] for e in envs]
+    locks = [e[GPU_LOCK_ENV] for e in envs]
     assert locks[0] == locks[2] != locks[1] == locks[3]
     assert all(Path(lock).parent == tmp_path / "autograded" for lock in locks)
     bare = parallel.worker_env(tmp_path, 0, [], 1)
-    assert "CUDA_VISIBLE_DEVICES" not in bare and parallel.GPU_LOCK_ENV not in bare
+    assert "CUDA_VISIBLE_DEVICES" not in bare and GPU_LOCK_ENV not in bare
 
 
 HOLD = """\
 import sys, time
-from grader.parallel import gpu_lock
+from grader.gpu_lock import gpu_lock
 with gpu_lock():
     start = time.monotonic()
     time.sleep(0.5)
@@ -194,7 +196,7 @@ with gpu_lock():
 MEET = """\
 import sys, time
 from pathlib import Path
-from grader.parallel import gpu_lock
+from grader.gpu_lock import gpu_lock
 mine, other = Path(sys.argv[1]), Path(sys.argv[2])
 with gpu_lock(shared=True):
     mine.touch()
@@ -207,7 +209,7 @@ with gpu_lock(shared=True):
 
 def run_holders(lock: Path, *scripts: list[str]) -> list[str]:
     """Processes that each run a script holding I1_GPU_LOCK at `lock`: their outputs."""
-    env = dict(os.environ, PYTHONPATH=str(parallel.REPO), **{parallel.GPU_LOCK_ENV: str(lock)})
+    env = dict(os.environ, PYTHONPATH=str(parallel.REPO), **{GPU_LOCK_ENV: str(lock)})
     holders = [
         subprocess.Popen(
             [sys.executable, "-c", *script], env=env, stdout=subprocess.PIPE, text=True

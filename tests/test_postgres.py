@@ -27,7 +27,7 @@ import pytest
 import services
 from test_parallel import copy_course, expected_counts, row_counts, rows
 
-from grader import course, parallel, recheck, sample_cohort
+from grader import course, gradebook, parallel, recheck, sample_cohort
 from learning.workshops.checking.child import child_env
 
 pytestmark = [pytest.mark.nbgrader, pytest.mark.services]
@@ -50,15 +50,15 @@ def server() -> Iterator[services.Postgres]:
 @contextlib.contextmanager
 def gradebook_env(url: str) -> Iterator[None]:
     """I1_GRADEBOOK_URL set to `url` for the block, in this process and those it starts."""
-    before = os.environ.get(course.GRADEBOOK_URL_ENV)
-    os.environ[course.GRADEBOOK_URL_ENV] = url
+    before = os.environ.get(gradebook.GRADEBOOK_URL_ENV)
+    os.environ[gradebook.GRADEBOOK_URL_ENV] = url
     try:
         yield
     finally:
         if before is None:
-            del os.environ[course.GRADEBOOK_URL_ENV]
+            del os.environ[gradebook.GRADEBOOK_URL_ENV]
         else:
-            os.environ[course.GRADEBOOK_URL_ENV] = before
+            os.environ[gradebook.GRADEBOOK_URL_ENV] = before
 
 
 def postgres_course(root: Path, url: str, keep: tuple[str, ...]) -> Path:
@@ -87,7 +87,7 @@ def sharded(server, shared_course, tmp_path_factory):
     url = server.create_database("sharded")
     root = postgres_course(tmp_path_factory.mktemp("postgres") / "course", url, KEPT)
     env = child_env()
-    env.pop(course.GRADEBOOK_URL_ENV, None)  # --db alone names the gradebook
+    env.pop(gradebook.GRADEBOOK_URL_ENV, None)  # --db alone names the gradebook
     started = time.monotonic()
     shards = [
         subprocess.Popen(
@@ -146,7 +146,7 @@ def test_postgres_gradebook_has_no_missing_or_duplicate_rows(sharded):
 
     _, root, url, _, _ = sharded
     assert row_counts(root, url) == expected_counts(root, KEPT, url)
-    with course.open_gradebook(url) as book:
+    with gradebook.open_gradebook(url) as book:
         stamps = [row[0] for row in book.db.execute(text("SELECT * FROM alembic_version"))]
         assert len(stamps) == 1 and stamps[0]
 
@@ -162,9 +162,9 @@ def test_recheck_and_cohort_read_the_postgres_gradebook(sharded, capsys, monkeyp
     out, err = capsys.readouterr()
     assert out == "The gradebook and the recheck agree on every rechecked cell.\n"
     assert err.startswith("recheck [1/1] untouched: agrees (") and err.count("\n") == 1
-    monkeypatch.setenv(course.GRADEBOOK_URL_ENV, url)
+    monkeypatch.setenv(gradebook.GRADEBOOK_URL_ENV, url)
     cells, students = load_gradebook(root, course.ASSIGNMENT)
-    monkeypatch.delenv(course.GRADEBOOK_URL_ENV)
+    monkeypatch.delenv(gradebook.GRADEBOOK_URL_ENV)
     sequential_cells, sequential_students = load_gradebook(sequential_root, course.ASSIGNMENT)
     assert cells == sequential_cells
 
@@ -183,7 +183,7 @@ def test_recheck_and_cohort_read_the_postgres_gradebook(sharded, capsys, monkeyp
 
 OPEN = """\
 import sys
-from grader.course import open_gradebook
+from grader.gradebook import open_gradebook
 open_gradebook(sys.argv[1], "i1-strided-softmax").close()
 """
 
@@ -203,7 +203,7 @@ def test_processes_creating_one_gradebook_at_once_do_not_race(server):
     ]
     errors = [opener.communicate()[1].decode() for opener in openers]
     assert [opener.returncode for opener in openers] == [0, 0, 0], errors
-    with course.open_gradebook(url, "i1-strided-softmax") as book:
+    with gradebook.open_gradebook(url, "i1-strided-softmax") as book:
         assert book.db.execute(text("SELECT count(*) FROM alembic_version")).scalar() == 1
         assert [c.id for c in book.db.query(Course)] == ["i1-strided-softmax"]
 
@@ -211,13 +211,13 @@ def test_processes_creating_one_gradebook_at_once_do_not_race(server):
 def test_a_plain_postgres_url_names_the_installed_driver():
     """Is a plain postgresql:// (or postgres://) URL given psycopg 3, the driver the course
     extra installs, and a connect timeout; are SQLite and named drivers left as they are?"""
-    assert course.database_url("postgres://u:p@h/db") == (
-        f"postgresql+psycopg://u:p@h/db?connect_timeout={course.CONNECT_TIMEOUT_S}"
+    assert gradebook.database_url("postgres://u:p@h/db") == (
+        f"postgresql+psycopg://u:p@h/db?connect_timeout={gradebook.CONNECT_TIMEOUT_S}"
     )
-    assert course.database_url("postgresql://h/db?sslmode=require").startswith(
+    assert gradebook.database_url("postgresql://h/db?sslmode=require").startswith(
         "postgresql+psycopg://h/db?sslmode=require&connect_timeout="
     )
-    assert course.database_url("postgresql+psycopg://h/db?connect_timeout=5").endswith("=5")
-    assert course.database_url("sqlite:////x/gradebook.db") == "sqlite:////x/gradebook.db"
-    shown = course.shown_url("postgresql+psycopg://u:secret@h/db")
+    assert gradebook.database_url("postgresql+psycopg://h/db?connect_timeout=5").endswith("=5")
+    assert gradebook.database_url("sqlite:////x/gradebook.db") == "sqlite:////x/gradebook.db"
+    shown = gradebook.shown_url("postgresql+psycopg://u:secret@h/db")
     assert shown == "postgresql+psycopg://u:***@h/db"

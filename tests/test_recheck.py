@@ -8,6 +8,7 @@ import pytest
 from shared_course import TAMPERED_BUG, TAMPERING
 
 from grader import course
+from grader.gradebook import open_gradebook
 from grader.recheck import main, recheck_course
 
 pytestmark = pytest.mark.nbgrader
@@ -27,7 +28,7 @@ def graded(shared_course, tmp_path_factory):
     before = recheck_course(root, RECHECKED)
     faked = tmp_path_factory.mktemp("faked") / "course"
     shutil.copytree(root, faked, symlinks=True)
-    with course.open_gradebook(f"sqlite:///{faked / 'gradebook.db'}") as gradebook:
+    with open_gradebook(f"sqlite:///{faked / 'gradebook.db'}") as gradebook:
         grade = gradebook.find_grade("hidden_pass3", "strided_softmax", course.ASSIGNMENT, FAKED)
         grade.auto_score = grade.max_score
         gradebook.db.commit()

@@ -1,6 +1,6 @@
 """The grading sandbox: hostile scripts run inside it, and each attack fails.
 
-Each test runs a small script under `grader.grading.sandbox` next to a fake course (a gradebook, a
+Each test runs a small script under `grader.isolation.sandbox` next to a fake course (a gradebook, a
 secret, other students' folders) and checks what the script could reach. Skipped where
 bubblewrap is missing or cannot make namespaces.
 """
@@ -21,9 +21,13 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-from grader.grading import sandbox
-from grader.grading.sandbox import Limits, SandboxedExecute, SandboxRun, run_sandboxed, sandboxed
-from grader.isolation import host
+from grader.grading import execute
+from grader.grading.execute import SandboxedExecute
+from grader.isolation import host, sandbox
+from grader.isolation.limits import Limits
+from grader.isolation.process import SandboxRun
+from grader.isolation.sandbox import run_sandboxed, sandboxed
+from grader.isolation.scratch import scratch
 from learning.workshops.checking import notebook_runner
 
 CANARY = "i1-canary-secret-7f3a"
@@ -35,7 +39,7 @@ def _problem() -> str | None:
         sandbox.require_bwrap()
     except sandbox.SandboxUnavailable:
         return "needs bubblewrap (`bwrap`): apt-get install bubblewrap"
-    with sandbox.scratch() as work:
+    with scratch() as work:
         run = run_sandboxed(["/bin/true"], work=work, timeout_s=30, gpu=False)
     if run.returncode != 0:
         return f"bwrap cannot make namespaces here: {run.output.decode(errors='replace')[-300:]}"
@@ -69,7 +73,7 @@ def course(tmp_path: Path) -> Path:
 
 def run_py(code: str, *args: str, timeout_s: float = 30, limits=sandbox.DEFAULT_LIMITS, **kw):
     """Run `code` with this Python in a fresh sandbox; its output as text, and the run."""
-    with sandbox.scratch(limits) as work:
+    with scratch(limits) as work:
         run = run_sandboxed(
             [sys.executable, "-c", code, *args],
             work=work,
@@ -288,7 +292,7 @@ def test_disk_filling_stops_at_the_limits():
     """Does one file stop at RLIMIT_FSIZE, and /work and /tmp at their tmpfs sizes, leaving
     the host's disk alone?"""
     limits = Limits(file_bytes=4 * sandbox.MiB, work_bytes=8 * sandbox.MiB, tmp_bytes=8 << 20)
-    with sandbox.scratch(limits) as work:
+    with scratch(limits) as work:
         run = run_sandboxed([sys.executable, "-c", FILL], work=work, timeout_s=30, limits=limits)
         host = os.statvfs(work)
     lines = {line.split()[0]: line.split()[1:] for line in run.output.decode().splitlines()}
@@ -321,7 +325,7 @@ def test_background_process_dies_with_the_sandbox():
 def test_background_process_dies_with_a_plain_sandboxed_command(tmp_path):
     """Without run_sandboxed, does the PID namespace alone end what the command left?"""
     marker = f"daemon-{uuid.uuid4().hex}"
-    with sandbox.scratch() as work:
+    with scratch() as work:
         command = sandboxed([sys.executable, "-c", DAEMON, marker], work=work, gpu=False)
         done = subprocess.run(command, capture_output=True, text=True, timeout=30)
     assert "left a daemon" in done.stdout, done.stderr
@@ -335,7 +339,7 @@ def test_report_pipe_reaches_the_sandboxed_child():
     """Does a pipe passed with pass_fds reach the command inside, at the same number?"""
     read_fd, write_fd = os.pipe()
     code = "import os, sys; os.write(int(sys.argv[1]), b'through the pipe')"
-    with sandbox.scratch() as work:
+    with scratch() as work:
         command = sandboxed([sys.executable, "-c", code, str(write_fd)], work=work, gpu=False)
         child = subprocess.Popen(command, pass_fds=(write_fd,))
         os.close(write_fd)
@@ -449,7 +453,7 @@ def test_submission_copy_skips_links_and_hidden_tests(course, tmp_path):
     nbformat.write(other, folder / "other.ipynb")
     work = tmp_path / "work"
     work.mkdir()
-    skipped = sandbox.copy_submission(folder, work, limit_bytes=1 << 20)
+    skipped = execute.copy_submission(folder, work, limit_bytes=1 << 20)
     assert sorted(p.name for p in work.rglob("*")) == sorted(
         ["data.txt", "other.ipynb", "strided_softmax.ipynb"]
     )
@@ -461,9 +465,9 @@ def test_a_missing_result_is_unusable():
     """When no executed notebook comes back, is the result refused with the reason?"""
     nb = _notebook("x = 1", "x")
     run = SandboxRun(returncode=-9, timed_out=True, seconds=5.0, output=b"", report=b"")
-    assert sandbox.read_result(run, len(nb.cells)) == (None, "timed out")
+    assert execute.read_result(run, len(nb.cells)) == (None, "timed out")
     run = SandboxRun(returncode=1, timed_out=False, seconds=1.0, output=b"", report=b"")
-    assert sandbox.read_result(run, len(nb.cells)) == (None, "no executed notebook (exit status 1)")
+    assert execute.read_result(run, len(nb.cells)) == (None, "no executed notebook (exit status 1)")
 
 
 def test_runner_timeout_error_is_nbgraders():
@@ -483,7 +487,7 @@ def _median_s(command: list[str]) -> float:
 def test_start_overhead_is_small():
     """Does the sandbox add little to starting a process (median of 5, printed)?"""
     bare = [sys.executable, "-c", "pass"]
-    with sandbox.sandbox_cgroups() as cgroups, sandbox.scratch() as work:
+    with sandbox.sandbox_cgroups() as cgroups, scratch() as work:
         wrapped = sandboxed(bare, work=work, gpu=False, cgroups=cgroups)
         inside_s, outside_s = _median_s(wrapped), _median_s(bare)
     print(f"python -c pass: {outside_s * 1e3:.1f} ms bare, {inside_s * 1e3:.1f} ms sandboxed")
@@ -509,7 +513,7 @@ print("triton", bool((y == x + 1).all()), torch.cuda.get_device_name())
 @pytest.mark.skipif(not sandbox.nvidia_nodes(), reason="needs a CUDA device")
 def test_cuda_and_triton_work_inside():
     """On a CUDA machine, do torch and a freshly compiled Triton kernel run in the sandbox?"""
-    with sandbox.scratch() as work:
+    with scratch() as work:
         (work / "add_one.py").write_text(TRITON_ADD)  # Triton reads a kernel's source file
         command = [sys.executable, "add_one.py"]
         run = run_sandboxed(command, work=work, timeout_s=120, gpu=True)

@@ -17,9 +17,11 @@ from nbformat.v4 import new_code_cell, new_notebook
 from traitlets.config import Config
 
 from grader import parallel
-from grader.grading import sandbox
-from grader.isolation import cgroups, cpu_share, limits
+from grader.grading import execute as executing
+from grader.isolation import cgroups, cpu_share, limits, sandbox
 from grader.isolation.limits import GiB, Limits, memory_share
+from grader.isolation.process import SandboxRun
+from grader.isolation.scratch import scratch
 
 NEEDS_BWRAP = pytest.mark.skipif(
     shutil.which("bwrap") is None and not os.environ.get(sandbox.UNSAFE_ENV),
@@ -101,7 +103,7 @@ print(time.perf_counter() - started)
 
 def _measure(share: Limits) -> float:
     """Seconds a fixed CPU-bound loop takes in a sandbox of its own."""
-    with sandbox.scratch(share) as work:
+    with scratch(share) as work:
         run = sandbox.run_sandboxed(
             [sys.executable, "-c", MEASURE], work=work, timeout_s=60, limits=share, gpu=False
         )
@@ -112,7 +114,7 @@ def _measure(share: Limits) -> float:
 def _slowdown(share: Limits, forks: int = 15) -> float:
     """How many times slower the loop runs beside a sandbox of `forks` + 1 busy processes."""
     alone = min(_measure(share), _measure(share))
-    with sandbox.scratch(share) as work:
+    with scratch(share) as work:
         bomb = threading.Thread(
             target=sandbox.run_sandboxed,
             args=([sys.executable, "-c", BUSY, str(forks)],),
@@ -133,8 +135,8 @@ def _slowdown(share: Limits, forks: int = 15) -> float:
 def test_busy_processes_leave_the_neighbour_its_share():
     """Does a sandbox that forks busy loops on every core leave a neighbouring sandbox's
     CPU-bound work at most about 3x slower (each sandbox one core of two: 2 workers)?"""
-    with sandbox.sandbox_cgroups() as made:
-        if not sandbox.cpu_limited(made):
+    with cgroups.sandbox_cgroups() as made:
+        if not cgroups.cpu_limited(made):
             pytest.skip("no cpu cgroup can be made here: the fallback's test covers it")
     assert _slowdown(Limits(cpu_cores=1.0)) < 3
 
@@ -144,8 +146,8 @@ def test_without_a_cpu_cgroup_the_share_still_holds(monkeypatch):
     """With no cpu cgroup (as where cgroups are not delegated), does cpu_share hold the busy
     sandbox to its core, leaving the neighbour at most about 3x slower?"""
     monkeypatch.setattr(cgroups, "CGROUP_CONTROLLERS", ("pids", "memory"))
-    with sandbox.sandbox_cgroups() as made:
-        assert not sandbox.cpu_limited(made)
+    with cgroups.sandbox_cgroups() as made:
+        assert not cgroups.cpu_limited(made)
         assert str(sandbox.CPU_SHARE) in sandbox._outside(Limits(), made)
     assert _slowdown(Limits(cpu_cores=1.0)) < 3
 
@@ -173,11 +175,11 @@ def test_the_deadline_counts_the_courses_cells_not_the_students(tmp_path, monkey
 
     def run(*args, timeout_s, **kw):
         asked.append(timeout_s)
-        return sandbox.SandboxRun(1, False, 0.0, b"")
+        return SandboxRun(1, False, 0.0, b"")
 
-    monkeypatch.setattr(sandbox, "run_sandboxed", run)
+    monkeypatch.setattr(executing, "run_sandboxed", run)
     config = Config({"CourseDirectory": {"root": str(tmp_path)}})
-    execute = sandbox.SandboxedExecute(timeout=30, startup_timeout=20, config=config)
+    execute = executing.SandboxedExecute(timeout=30, startup_timeout=20, config=config)
     with pytest.raises(Exception, match="no executed notebook"):
         execute.preprocess(nb, resources)
-    assert asked == [sandbox.wall_s(3, 30, 20)] == [20 + 3 * 40 + 60]
+    assert asked == [executing.wall_s(3, 30, 20)] == [20 + 3 * 40 + 60]

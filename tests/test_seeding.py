@@ -14,9 +14,10 @@ from pathlib import Path
 import pytest
 
 from grader import course, parallel, recheck
-from grader.grading import gpu_timing, sandbox
+from grader.grading import gpu_timing, readiness
 from grader.grading.hidden import Draw, course_draw, hidden_cases
 from grader.grading.trusted import draw_for, submission_draw
+from grader.isolation import sandbox
 from grader.seeding import ENV, FILE, MissingSecret, course_folder, course_secret, main
 
 REPO = Path(__file__).resolve().parents[1]
@@ -185,7 +186,7 @@ def test_grading_refuses_without_the_secret(no_secret):
     """Do ready_to_grade and autograde refuse, naming the command, even when unsandboxed?"""
     for unsafe in (False, True):
         with pytest.raises(sandbox.SandboxUnavailable) as info:
-            sandbox.ready_to_grade(no_secret, unsafe)
+            readiness.ready_to_grade(no_secret, unsafe)
         assert command(no_secret) in str(info.value)
     assert sandbox.UNSAFE_ENV not in os.environ
     with pytest.raises(course.CourseError) as info:

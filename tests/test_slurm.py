@@ -23,7 +23,7 @@ import services
 from test_parallel import expected_counts, row_counts, rows
 from test_postgres import postgres_course, server  # noqa: F401 - the server fixture
 
-from grader import course
+from grader import course, gradebook
 
 pytestmark = [pytest.mark.nbgrader, pytest.mark.services]
 
@@ -48,7 +48,7 @@ def job(cluster, server, shared_course, tmp_path_factory):  # noqa: F811 - serve
     url = server.create_database("slurm")
     folder = tmp_path_factory.mktemp("slurm")
     root = postgres_course(folder / "course", url, KEPT)
-    env = dict(cluster.env, **{course.GRADEBOOK_URL_ENV: url, "I1_COURSE": str(root)})
+    env = dict(cluster.env, **{gradebook.GRADEBOOK_URL_ENV: url, "I1_COURSE": str(root)})
     env["I1_PYTHON"] = sys.executable  # the tests' Python, wherever its environment lives
     started = time.monotonic()
     done = cluster.run(
@@ -89,7 +89,7 @@ def test_slurm_gradebook_equals_sequential_sqlite(job):
 
 def test_script_refuses_to_run_without_a_gradebook_url(tmp_path):
     """Run outside Slurm or without I1_GRADEBOOK_URL, does the script stop with one line?"""
-    env = {k: v for k, v in os.environ.items() if k != course.GRADEBOOK_URL_ENV}
+    env = {k: v for k, v in os.environ.items() if k != gradebook.GRADEBOOK_URL_ENV}
     bare = subprocess.run(["bash", str(SCRIPT)], env=env, capture_output=True, text=True)
     assert bare.returncode != 0 and "run this with sbatch --array=1-N" in bare.stderr
     env.update(SLURM_ARRAY_TASK_ID="1", SLURM_SUBMIT_DIR=str(tmp_path))

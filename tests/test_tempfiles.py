@@ -22,7 +22,7 @@ import torch
 from sandboxing import sandbox_missing
 from test_loader import KERNEL_NOTEBOOK
 
-from grader.grading import sandbox
+from grader.isolation import sandbox, scratch
 from learning.workshops.checking.child import child_env
 from learning.workshops.checking.loader import load_function, load_module
 
@@ -100,7 +100,7 @@ def test_remove_tree_removes_what_a_sandbox_locked(tmp_path):
     (folder / "a" / "b").chmod(0)
     (folder / "a").chmod(0)
     folder.chmod(0)
-    sandbox.remove_tree(folder)
+    scratch.remove_tree(folder)
     assert not folder.exists()
     assert (outside / "keep.txt").read_text() == "not the sandbox's"
     assert stat.S_IMODE(outside.stat().st_mode) == 0o755
@@ -114,7 +114,7 @@ def test_a_sandbox_leaves_no_scratch_folder(tmp):
         "import ctypes, os; os.makedirs('/work/a/b'); open('/work/a/b/f', 'w').write('x'); "
         "os.chmod('/work/a/b', 0); os.chmod('/work/a', 0); ctypes.string_at(0)"
     )
-    with sandbox.scratch() as work:
+    with scratch.scratch() as work:
         assert work.parent == tmp
         run = sandbox.run_sandboxed([sys.executable, "-c", code], work=work, timeout_s=60)
     assert run.returncode != 0

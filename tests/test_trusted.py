@@ -66,7 +66,9 @@ def test_each_submission_gets_fresh_cases_of_the_same_kinds():
 @needs_sandbox
 def test_function_checks_run_the_student_sandboxed(tmp_path):
     """Is a plain function's hidden check answered from a sandboxed child, right or wrong?"""
-    from grader.grading.sandbox import inside, sandbox_cgroups, sandboxed, scratch
+    from grader.isolation.cgroups import sandbox_cgroups
+    from grader.isolation.sandbox import inside, sandboxed
+    from grader.isolation.scratch import scratch
 
     with scratch() as work, sandbox_cgroups() as cgroups:
         impl = work / "impl.py"
@@ -111,7 +113,7 @@ def test_the_sandbox_speaks_only_for_visible_cells(tmp_path):
 def test_what_the_sandbox_cuts_out_is_what_gets_graded():
     """However the markers are written, is every line cut from the sandboxed cell a line the
     trusted side grades (so no hidden check can go missing between the two)?"""
-    from grader.grading.sandbox import strip_hidden_tests
+    from grader.grading.hidden_regions import strip_hidden_tests
 
     source = 'x = 1\n# BEGIN HIDDEN TESTS\nexpect_hidden("copy_rows")\n# END HIDDEN TESTS\ny = 2'
     assert strip_hidden_tests(source) == "x = 1\ny = 2"

@@ -21,11 +21,11 @@ def load_gradebook(course: Path, assignment: str) -> tuple[list[CellInfo], list[
     url = _checked_gradebook(course, assignment)
     from nbgrader.api import MissingEntry  # slow to import, as is grader.course: only here
 
-    from grader.course import CourseError, open_gradebook, shown_url
+    from grader.gradebook import GradebookError, open_gradebook, shown_url
 
     try:
         opened = open_gradebook(url)
-    except CourseError as exc:
+    except GradebookError as exc:
         raise CohortError(str(exc)) from None
     with opened as gradebook:
         try:
@@ -47,14 +47,14 @@ def load_gradebook(course: Path, assignment: str) -> tuple[list[CellInfo], list[
 
 
 def _checked_gradebook(course: Path, assignment: str) -> str:
-    """The course's gradebook URL (`grader.course.gradebook_url`: its CourseDirectory.db_url,
+    """The course's gradebook URL (`grader.gradebook.gradebook_url`: its CourseDirectory.db_url,
     which this course takes from I1_GRADEBOOK_URL, else its gradebook.db); CohortError
     saying what to run when its SQLite file is missing."""
     if not Path(course).is_dir():
         raise CohortError(
             f"no course folder at {course}: pass --course with an nbgrader course directory"
         )
-    from grader.course import gradebook_url, sqlite_file
+    from grader.gradebook import gradebook_url, sqlite_file
 
     try:
         url = gradebook_url(Path(course))

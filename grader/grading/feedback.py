@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING
 from nbformat import NotebookNode
 from nbgrader.preprocessors import NbGraderPreprocessor
 
+from grader.grading.hidden_regions import split_hidden_tests
 from grader.grading.restore import grade_id
-from grader.grading.sandbox import split_hidden_tests
 
 # learning.workshops.checking's cases, faults and hints import torch and triton (about 1.4 s):
 # they are imported where used, so that loading nbgrader_config.py (every nbgrader command,

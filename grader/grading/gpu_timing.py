@@ -272,8 +272,8 @@ def _timing_points(
     bands: Sequence[Band],
     slowest: float,
 ) -> float:
+    from grader.gpu_lock import gpu_lock
     from grader.grading.hidden import last_line
-    from grader.parallel import gpu_lock
 
     out.unlink(missing_ok=True)
     key = sandbox.key if sandbox else _course_key()
@@ -302,7 +302,7 @@ def _timing_points(
     except subprocess.TimeoutExpired:
         why = f"no result after {CHILD_TIMEOUT_S:.0f} s"
     if sandbox and not why:  # the child wrote where it could; this process keeps the record
-        from grader.grading.sandbox import read_regular
+        from grader.isolation.scratch import read_regular
 
         try:
             out.write_bytes(read_regular(sandbox.record_here, 1_000_000))

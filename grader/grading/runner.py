@@ -77,7 +77,9 @@ def sandboxed_copy(nb: NotebookNode, draw: Draw) -> Iterator[Runner]:
     children see as their own folder (/work, a size-limited tmpfs when run as root); gone
     afterwards, with every process the children started."""
     from grader.grading.hidden_regions import stripped
-    from grader.grading.sandbox import inside, sandbox_cgroups, sandboxed, scratch
+    from grader.isolation.cgroups import sandbox_cgroups
+    from grader.isolation.sandbox import inside, sandboxed
+    from grader.isolation.scratch import scratch
     from learning.workshops.checking.isolation import Session
 
     with scratch() as work, sandbox_cgroups() as cgroups, tempfile.TemporaryDirectory() as kit:

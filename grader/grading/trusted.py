@@ -21,10 +21,10 @@ from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets import Float, List, Tuple
 
 from grader.grading.course_cells import course_for, graded_regions
+from grader.grading.execute import AHEAD
 from grader.grading.grading_log import course_root, log_for
 from grader.grading.hidden_regions import CHECKS, hidden_checks, hidden_region  # noqa: F401
 from grader.grading.runner import _stream, sandboxed_copy
-from grader.grading.sandbox import AHEAD
 from grader.grading.screening import cells_lost, flag_output, screen_submission
 from grader.grading.timing_record import (
     BANDS,
@@ -60,7 +60,7 @@ def draw_for(db_url: str | None, assignment: str | None, student: str, root: Pat
 
     stamp = ""
     with contextlib.suppress(Exception):  # no gradebook entry: the student alone
-        from grader.course import open_gradebook
+        from grader.gradebook import open_gradebook
 
         with open_gradebook(db_url) as gradebook:
             submission = gradebook.find_submission(assignment, student)

@@ -3,7 +3,7 @@
     python -m learning.workshops.checking.notebook_runner IN.ipynb --report-fd N [--timeout S]
         [--startup-timeout S]
 
-The sandboxed half of grading (`grader.grading.sandbox.SandboxedExecute` runs it): a fresh
+The sandboxed half of grading (`grader.grading.execute.SandboxedExecute` runs it): a fresh
 `python3` kernel (the native ipykernel one) runs every cell in the notebook's folder, errors
 allowed, and the executed notebook goes to file descriptor N, never to stdout, which the
 student's code shares. An error reply with no matching error output gets one, as nbgrader's
