@@ -17,6 +17,7 @@ import torch
 
 import grader.grading.gpu_timing as gpu_timing
 import grader.grading.hidden as hidden
+import grader.grading.timing_child as timing_child
 from grader import recheck
 from grader.reference import address_table, strided_softmax
 from grader.zoo import REFERENCE
@@ -246,11 +247,11 @@ def test_timing_child_exits_3_for_the_checkers_fault(monkeypatch, capsys):
     def student_raised(*args):
         raise StudentRaised("strided_softmax raised ValueError: the student bug")
 
-    monkeypatch.setattr(gpu_timing, "measure", student_raised)
-    assert gpu_timing.main(["--impl", "x.py", "--out", "t.json"]) == 1
+    monkeypatch.setattr(timing_child, "measure", student_raised)
+    assert timing_child.main(["--impl", "x.py", "--out", "t.json"]) == 1
     assert capsys.readouterr().err == "strided_softmax raised ValueError: the student bug\n"
-    monkeypatch.setattr(gpu_timing, "measure", lambda *args: {}["shapes"])
-    assert gpu_timing.main(["--impl", "x.py", "--out", "t.json"]) == 3
+    monkeypatch.setattr(timing_child, "measure", lambda *args: {}["shapes"])
+    assert timing_child.main(["--impl", "x.py", "--out", "t.json"]) == 3
     assert capsys.readouterr().err.startswith(f"{FAULT}hidden:timing: KeyError: 'shapes' at ")
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from grader import course, parallel, recheck
-from grader.grading import gpu_timing, readiness
+from grader.grading import readiness, timing_child
 from grader.grading.hidden import Draw, course_draw, hidden_cases
 from grader.grading.trusted import draw_for, submission_draw
 from grader.isolation import sandbox
@@ -203,7 +203,7 @@ def test_the_grading_commands_refuse_without_the_secret(no_secret, capsys):
     runs = {
         "parallel": lambda: parallel.main([course.ASSIGNMENT, "--course", str(no_secret)]),
         "recheck": lambda: recheck.main([course.ASSIGNMENT, "--course", str(no_secret)]),
-        "gpu_timing": lambda: gpu_timing.main(
+        "gpu_timing": lambda: timing_child.main(
             ["--impl", "x.py", "--out", "t.json", "--course", str(no_secret)]
         ),
     }

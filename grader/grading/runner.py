@@ -59,6 +59,7 @@ TIMING_KIT = (
     "reference.py",
     "grading/__init__.py",
     "grading/gpu_timing.py",
+    "grading/timing_child.py",
     "grading/timing_record.py",
 )
 """The grader modules the timing child runs (the reference kernel it times against, the

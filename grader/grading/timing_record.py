@@ -1,9 +1,9 @@
 """The GPU timing cell's policy and its sidecar record (`i1_timing.json`), defined once.
 
-`grader.grading.gpu_timing` scores by these bands and writes the record beside the graded notebook;
-the cohort report, `grader.recheck` and `grader.gpu_check` read it back through `load`,
-which refuses a bad file with `RecordError` and its reason. The timing child runs in the
-sandbox, so this module is part of the kit it sees (`grader.grading.trusted.TIMING_KIT`).
+`grader.grading.gpu_timing` scores by these bands and writes the record beside the graded
+notebook; the cohort report, `grader.recheck` and `grader.gpu_check` read it back through
+`load`, which refuses a bad file with `RecordError` and its reason. The timing child runs in the
+sandbox, so this module is part of the kit it sees (`grader.grading.runner.TIMING_KIT`).
 """
 
 from __future__ import annotations
