@@ -16,6 +16,7 @@ from pathlib import Path
 import nbformat
 
 from grader.course import ASSIGNMENT, NOTEBOOK, REPO
+from grader.grading.course_cells import course_cells_of
 from grader.grading.hidden import (
     Draw,
     check_address_table,
@@ -24,8 +25,8 @@ from grader.grading.hidden import (
     hidden_views,
     run_hidden,
 )
-from grader.grading.hidden_regions import split_hidden_tests
-from grader.grading.trusted import hidden_checks
+from grader.grading.hidden_regions import hidden_checks, split_hidden_tests
+from grader.grading.screening import cells_lost, screen_submission
 from learning.workshops.checking.cases import OPS
 from learning.workshops.checking.isolation import Session
 from learning.workshops.checking.loader import load_module
@@ -68,7 +69,20 @@ def lost_cells(
                 _hidden_check(name, args, namespace, path, draw, isolated)
         except Exception:  # noqa: BLE001 - any exception fails the cell, as in nbgrader
             lost.add(grade_id)
-    return lost
+    return lost | (screened(path) - skip)
+
+
+def screened(path: Path) -> set[str]:
+    """The cells the source screen's flags cost the notebook at `path` (as grading scores
+    them, `grader.grading.screening`), GPU-only cells left out."""
+    source = nbformat.read(SOURCE, as_version=4)
+    flags = screen_submission(nbformat.read(path, as_version=4), SOURCE)
+    gpu_only = {
+        grade_id
+        for grade_id, text in graded_cells(source)
+        if any(name in GPU_ONLY for name, _, _ in hidden_checks(split_hidden_tests(text)[1] or ""))
+    }
+    return set(cells_lost(flags, course_cells_of(source))) - gpu_only
 
 
 def _hidden_check(name: str, args: list, namespace: dict, path: Path, draw: Draw, isolated: bool):
