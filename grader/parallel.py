@@ -169,7 +169,7 @@ def visible_gpus() -> list[str]:
 def worker_gradebook(root: Path, url: str | None = None) -> tuple[str, str]:
     """The gradebook URL the workers use, and the course id.
 
-    The URL is `grader.course.gradebook_url`'s (`url`, else the course's config, else the
+    The URL is `grader.gradebook.gradebook_url`'s (`url`, else the course's config, else the
     SQLite file); a SQLite URL without a timeout of its own gets BUSY_TIMEOUT_S.
     """
     url = gradebook_url(root, url)
