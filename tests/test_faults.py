@@ -84,14 +84,16 @@ def test_the_child_reports_a_fault_in_the_checks_and_goes_on(monkeypatch):
     """Does an exception escaping run_case become an internal-error event naming the place
     in the checker, with the next case run by the same child?"""
     monkeypatch.delitem(cases.TOLERANCES, torch.float16)
+    from dataclasses import asdict
+
+    from learning.workshops.checking.exchange import build_inputs
+
+    sent = [Case("half", "transpose", dtype="float16"), Case("after", "slice")]
     job = {
         "op": "strided_softmax",
         "function": "strided_softmax",
         "seed": 1,
-        "cases": [
-            {"name": "half", "layout": "transpose", "dtype": "float16"},
-            {"name": "after", "layout": "slice"},
-        ],
+        "cases": [{**asdict(c), "inputs": build_inputs("new", c, 1).to_wire()} for c in sent],
     }
     events = []
     child.serve(REFERENCE, [job], lambda event, **fields: events.append((event, fields)))

@@ -131,6 +131,8 @@ def _output(returned: dict, shape: tuple, dtype: torch.dtype, what: str) -> Verd
 
 def _contiguous(shape: tuple, stride: tuple) -> bool:
     """Whether `stride` lays `shape` out row-major without gaps (size-1 dimensions free)."""
+    if 0 in shape:  # no element: any strides lay it out (torch calls it contiguous)
+        return True
     expected = 1
     for size, step in zip(reversed(shape), reversed(stride), strict=True):
         if size > 1 and step != expected:
