@@ -31,12 +31,15 @@ NOISY = (
     Edit(
         "strided_softmax",
         "    M, N = matrix(x)\n",
-        "    __import__('warnings').warn('a warning from the student')\n"
-        "    __import__('os').write(2, b'raw bytes on stderr\\n')\n"
+        "    import sys\n    import warnings\n\n"
+        "    warnings.warn('a warning from the student')\n"
+        "    sys.stderr.write('a line on stderr\\n')\n"
+        "    sys.stderr.flush()\n"
         "    M, N = matrix(x)\n",
     ),
 )
-"""Edits that keep the solution right but write to stderr: it must still score full marks."""
+"""Edits that keep the solution right but write to stderr: it must still score full marks.
+(Plainly: a raw descriptor or a dynamic import would be flagged by the source screen.)"""
 
 
 class CourseError(Exception):

@@ -16,6 +16,7 @@ import pytest
 from sandboxing import needs_sandbox
 
 from grader import course
+from grader.grading.grading_log import read_record
 
 pytestmark = [
     pytest.mark.nbgrader,
@@ -89,8 +90,12 @@ def test_nothing_the_attacker_started_outlives_its_grading(attacked):
 
 
 def test_scores_are_the_work_and_nothing_else(attacked):
-    """Do the honest students and the attacker score exactly what a correct solution
-    scores, the attack changing nothing?"""
-    _, run, _, scores = attacked
+    """Does the honest student graded after the attacker score exactly what the solution
+    scores, and does the attacker, whose probes reach for the process, the network and the
+    checker, lose every test cell to the source screen's flags, named in its log?"""
+    root, run, _, scores = attacked
     assert not {"solution", "attacker", "zz-honest"} & set(run.failed)
-    assert scores["solution"] == scores["zz-honest"] == scores["attacker"]
+    assert scores["solution"] == scores["zz-honest"]
+    assert all(not score for cell, score in scores["attacker"].items() if cell.startswith("test_"))
+    record = read_record(root, course.ASSIGNMENT, "attacker")
+    assert record.flags and any("[process]" in flag for flag in record.flags)
