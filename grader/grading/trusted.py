@@ -1,12 +1,15 @@
-"""Hidden and timing cells, graded on the trusted side of `nbgrader autograde`.
+"""Every test cell, graded on the trusted side of `nbgrader autograde`.
 
 The grading kernel runs the student's notebook in a sandbox with every hidden region cut
-out (`grader.grading.sandbox.SandboxedExecute`). This preprocessor, next in the pipeline, runs each
-hidden region's check itself, outside the sandbox: it draws the hidden cases from the
-course secret, the student and the submission time, runs the student's definitions in
-sandboxed children, times on the GPU, and writes the cell's outputs and the sidecars beside
-the graded notebook, where the student's code cannot write. Whatever the kernel printed or
-raised in a hidden cell cannot change its score; `SaveAutoGrades` scores what is written here.
+out (`grader.grading.execute.SandboxedExecute`). This preprocessor, next in the pipeline,
+grades each of the course's test cells itself, outside the sandbox, from the gradebook's copy
+of the course (`course_cells`): a hidden region's checks on cases drawn from the course
+secret, the student and the submission time; a visible cell's assertions run again here
+(`visible`); the student's definitions called in sandboxed children and judged here
+(`runner`); the source screen's flags (`screening`); the GPU timing. It writes the cells'
+outputs and the sidecars beside the graded notebook, where the student's code cannot write:
+whatever the kernel printed or raised in a test cell cannot change its score, and
+`SaveAutoGrades` scores what is written here.
 """
 
 from __future__ import annotations
