@@ -47,7 +47,7 @@ def screen_submission(nb: NotebookNode, source: Path) -> list:
     return screen(nb, course_screen(source))
 
 
-def tested_functions(cell: CourseCell) -> set[str]:
+def functions_tested(cell: CourseCell) -> set[str]:
     """The student's functions a course test cell runs: the first argument of each
     `expect_cases`, the function of each `expect_hidden`'s op, and strided_softmax for the
     timing. The address table and the worksheet are judged from their answers alone."""
@@ -72,11 +72,17 @@ def cells_lost(flags: Sequence, course: Sequence[CourseCell]) -> dict[str, str]:
     for cell in course:
         if not cell.grade or cell.cell_type != "code" or cell.solution:
             continue
-        reached = tested_functions(cell)
+        reached = functions_tested(cell)
         for flag in flags:
             if flag.tampering or reached & set(flag.functions):
                 lost.setdefault(cell.grade_id, str(flag))
     return lost
+
+
+def cost(cell: NotebookNode, reason: str) -> None:
+    """Score `cell` 0 for the flag `reason`: its error goes first, since nbgrader scores a
+    cell by its first error or result value (a timing cell's points come as a value)."""
+    cell.outputs.insert(0, flag_output(reason))
 
 
 def flag_output(reason: str) -> NotebookNode:

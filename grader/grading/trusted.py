@@ -28,7 +28,7 @@ from grader.grading.execute import AHEAD
 from grader.grading.grading_log import course_root, log_for
 from grader.grading.hidden_regions import CHECKS, hidden_checks, hidden_region  # noqa: F401
 from grader.grading.runner import _stream, sandboxed_copy
-from grader.grading.screening import cells_lost, flag_output, screen_submission
+from grader.grading.screening import cells_lost, cost, screen_submission
 from grader.grading.timing_record import (
     BANDS,
     SLOWEST_FRACTION,
@@ -167,7 +167,7 @@ class GradeHiddenCells(NbGraderPreprocessor):
                     gid = visible[index].grade_id
                     cell.outputs = runner.visible(visible[index])
                 if gid in lost:
-                    cell.outputs.append(flag_output(lost[gid]))
+                    cost(cell, lost[gid])
         return nb, resources
 
     def _screen(self, nb: NotebookNode, resources: dict, log) -> list:
