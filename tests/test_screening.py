@@ -34,11 +34,12 @@ def test_a_tampering_flag_costs_every_test_cell():
     assert set(lost) == tests and "hidden_addresses" in lost
 
 
-def test_the_copy_first_shortcut_is_flagged_for_its_wrapper():
-    """Is the zoo's copy-first shortcut flagged by the screen, costing its wrapper's cells?"""
+def test_the_copy_first_shortcut_loses_its_wrapper_cells_and_is_still_timed():
+    """Is the zoo's copy-first shortcut flagged, costing its wrapper's correctness cells but
+    not the timing, which prices the copy (the workshop's own variant)?"""
     flags = screen_submission(solved_notebook(REPO, COPY_FIRST), SOURCE)
     assert {f.rule for f in flags} == {"tensor-copy"}
-    assert {"test_pass3", "hidden_pass3", "hidden_timing"} <= set(cells_lost(flags, COURSE))
+    assert set(cells_lost(flags, COURSE)) == {"test_pass3", "hidden_pass3"}
 
 
 def test_each_test_cell_names_the_function_it_runs():

@@ -65,15 +65,25 @@ def functions_tested(cell: CourseCell) -> set[str]:
     return functions
 
 
+TIMED_COPY = "tensor-copy"
+"""The instruction rule a timing cell lets pass: copying the input first is the workshop's
+own copy-first variant, slower but honest, and the timing prices it (1.5 of 2 points on an
+H200); computing the softmax in torch is not, and costs the timing too."""
+
+
 def cells_lost(flags: Sequence, course: Sequence[CourseCell]) -> dict[str, str]:
     """The course test cells the flags cost, each with the first flag's words: a tampering
-    flag costs every test cell, an instruction flag those that run a function it reaches."""
+    flag costs every test cell, an instruction flag those that run a function it reaches
+    (a copy of the input aside, for the timing: `TIMED_COPY`)."""
     lost: dict[str, str] = {}
     for cell in course:
         if not cell.grade or cell.cell_type != "code" or cell.solution:
             continue
         reached = functions_tested(cell)
+        timed = any(name == "timing_points" for name, *_ in hidden_checks(cell.hidden or ""))
         for flag in flags:
+            if timed and flag.rule == TIMED_COPY:
+                continue
             if flag.tampering or reached & set(flag.functions):
                 lost.setdefault(cell.grade_id, str(flag))
     return lost
