@@ -21,7 +21,7 @@ import nbformat
 from nbformat import NotebookNode
 
 # torch comes with learning.workshops.checking: imported where used, as in `trusted`.
-TEXT_LIMIT = 1500
+CELL_TEXT_LIMIT = 1500
 """Characters kept of a visible cell's failure: it may quote values the child sent."""
 
 
@@ -127,7 +127,7 @@ def free_names(source: str) -> set[str]:
 
 def rescore(source: str, namespace: dict, call: Callable) -> list[NotebookNode]:
     """The outputs of the course's cell `source` run here: what it printed, and the error
-    its assertions raised (cut to TEXT_LIMIT), which is what nbgrader scores."""
+    its assertions raised (cut to CELL_TEXT_LIMIT), which is what nbgrader scores."""
     scope = dict(namespace)
     for name in free_names(source) - set(scope):
         scope[name] = Remote(name, call)
@@ -141,10 +141,10 @@ def rescore(source: str, namespace: dict, call: Callable) -> list[NotebookNode]:
     else:
         error = None
     if printed.getvalue().strip():
-        text = printed.getvalue()[:TEXT_LIMIT]
+        text = printed.getvalue()[:CELL_TEXT_LIMIT]
         outputs.append(nbformat.v4.new_output("stream", name="stdout", text=text))
     if error is not None:
-        name, message = type(error).__name__, str(error)[:TEXT_LIMIT]
+        name, message = type(error).__name__, str(error)[:CELL_TEXT_LIMIT]
         outputs.append(
             nbformat.v4.new_output(
                 "error", ename=name, evalue=message, traceback=[f"{name}: {message}"]

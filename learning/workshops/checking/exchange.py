@@ -121,8 +121,9 @@ def tensor_from_wire(wire: object) -> torch.Tensor:
     size = torch.empty((), dtype=dtype).element_size()
     if len(raw) != math.prod(shape) * size:
         raise WireError(f"{len(raw)} bytes for a {tuple(shape)} {wire['dtype']} tensor")
-    flat = torch.frombuffer(bytearray(raw), dtype=torch.uint8) if raw else torch.empty(0)
-    return flat.view(dtype).reshape(shape) if raw else torch.empty(shape, dtype=dtype)
+    if not raw:  # no element: frombuffer refuses an empty buffer
+        return torch.empty(shape, dtype=dtype)
+    return torch.frombuffer(bytearray(raw), dtype=torch.uint8).view(dtype).reshape(shape)
 
 
 def returned_to_wire(value: object) -> dict:
