@@ -5,7 +5,9 @@ free loopback port with a random token, serving
 `root`, with a temporary Jupyter home of its own in `home` (config, data, runtime, settings,
 workspaces), and stops it and every kernel it started on exit. `run_notebook` opens a
 notebook in headless chromium (Debian's, at /usr/bin/chromium: Playwright downloads no browser
-here), runs it as a student does, and reads back from the rendered page what each cell shows.
+here), runs it as a student does, and reads back from the rendered page what each cell shows;
+`run_in_terminal` opens a terminal from the File menu, types a command line and reads back
+what the terminal shows.
 """
 
 from __future__ import annotations
@@ -45,6 +47,9 @@ SETTINGS = {
     # every cell attached to the page, so each can be read and the screenshot is whole
     "@jupyterlab/notebook-extension/tracker": {"windowingMode": "none", "scrollPastEnd": False},
     "@jupyterlab/docmanager-extension/plugin": {"autosave": False},
+    # the terminal's text also in the page (xterm.js draws on a canvas otherwise); what the
+    # shell runs is unchanged
+    "@jupyterlab/terminal-extension/plugin": {"screenReaderMode": True},
 }
 """User settings of the test's JupyterLab, written before it starts."""
 
@@ -473,3 +478,45 @@ def run_notebook(browser, running: Lab, path: str, screenshot: Path, *, each_cel
         finally:
             page.close()
             running.shut_down_kernels()
+
+
+# A terminal, as a student opens one.
+
+TERMINAL_VIEWPORT = {"width": 1280, "height": 1400}
+"""Tall enough that a check's whole report stays on the terminal's screen."""
+TERMINAL_TEXT = """() => {
+    const tree = document.querySelector('.jp-Terminal .xterm-accessibility-tree');
+    return tree === null ? null : Array.from(tree.children)
+        .map(row => row.textContent.replace(/\\u00a0/g, ' ').trimEnd()).join('\\n');
+}"""
+"""The terminal's screen, row by row (xterm.js's accessibility rows)."""
+
+
+def run_in_terminal(
+    browser, running: Lab, command: str, done: str, screenshot: Path, timeout_ms: int = 180_000
+) -> str:
+    """Open a terminal as a student does (File > New > Terminal), type `command` and Enter,
+    wait until the screen matches the regular expression `done`, save a screenshot and
+    return the screen's text. The terminal is shut down afterwards."""
+    page = browser.new_page(viewport=TERMINAL_VIEWPORT)
+    try:
+        page.goto(f"{running.url}lab/workspaces/terminal?reset&token={running.token}")
+        page.locator(".lm-MenuBar-itemLabel").get_by_text("File", exact=True).click()
+        page.locator(".lm-Menu-itemLabel").get_by_text("New", exact=True).hover()
+        page.locator(".lm-Menu-itemLabel").get_by_text("Terminal", exact=True).click()
+        prompt = "(text) => text !== null && /[$#] *$/m.test(text)"
+        page.wait_for_function(f"() => ({prompt})(({TERMINAL_TEXT})())", timeout=timeout_ms)
+        page.locator(".jp-Terminal").click()
+        page.keyboard.type(command)
+        page.keyboard.press("Enter")
+        finished = f"(pattern) => new RegExp(pattern, 'm').test(({TERMINAL_TEXT})() || '')"
+        try:
+            page.wait_for_function(finished, arg=done, timeout=timeout_ms)
+        finally:
+            screenshot.parent.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(screenshot))
+        return page.evaluate(TERMINAL_TEXT)
+    finally:
+        page.close()
+        for terminal in running.api("GET", "api/terminals"):
+            running.api("DELETE", f"api/terminals/{terminal['name']}")

@@ -2,13 +2,16 @@
 read from the page they render (tests/browser_lab.py starts the lab and drives chromium).
 
 The lab is the students' (`python -m learning.workshops.lab`). Each notebook's full-page
-screenshot after its run, and one of the window as it opened, land in artifacts/browser/.
+screenshot after its run, one of the window as it opened, and one of the terminal the pass-3
+check ran in land in artifacts/browser/.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import sys
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -19,6 +22,7 @@ from browser_lab import (
     drawing_cells,
     lab,
     processes_mentioning,
+    run_in_terminal,
     run_notebook,
 )
 
@@ -243,3 +247,24 @@ def test_the_students_lab_hides_the_instructor_tools(path):
     assert set(INSTRUCTOR_COMMANDS).isdisjoint(shown.palette)
     assert "Validate" in shown.toolbar
     assert shown.routes == dict(zip(ROUTES, (404, 405, 200), strict=True))
+
+
+PASS3 = "python -m learning.workshops.check strided_softmax --hint --impl strided_softmax.ipynb"
+"""The notebook's and the README's pass-3 check, verbatim."""
+
+
+def test_the_pass3_check_runs_in_the_labs_terminal(browser, running_lab):
+    """In a terminal opened from the lab's File menu (a login shell would reset PATH, and
+    every course command failed with `No module named 'learning'`), does `python` name the
+    notebooks' Python, and does the pass-3 check, typed as the notebook gives it in the
+    finished assignment's folder, pass every case?"""
+    command = f'cd finished; command -v python; {PASS3}; echo "exit status $?"'
+    screen = run_in_terminal(
+        browser, running_lab, command, r"^exit status \d+$", ARTIFACTS / "terminal-pass3.png"
+    )
+    assert str(Path(sys.executable).parent / "python") in screen.splitlines(), screen
+    assert "No module named" not in screen, screen
+    report = re.sub(r"\s", "", screen)  # long lines wrap anywhere at the terminal's width
+    first = r"strided_softmaxfromstrided_softmax\.ipynb,saved.*?(\d+)of\1casespass"
+    assert re.search(first, report), screen
+    assert "Allcasespass." in report and "exitstatus0" in report, screen

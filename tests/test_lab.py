@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import subprocess
 import sys
@@ -13,6 +15,7 @@ import pytest
 from learning.workshops.lab import (
     INSTRUCTOR_PLUGINS,
     INSTRUCTOR_SERVER_EXTENSIONS,
+    TERMINAL_ENV,
     kernel_metadata,
     match_kernel_metadata,
     served_folder,
@@ -61,6 +64,86 @@ def test_the_environment_itself_is_untouched(tmp_path):
     write_student_config(tmp_path)
     listed = jupyter("labextension", "list", env=student_env(tmp_path / "elsewhere"))
     assert "@jupyter/nbgrader:create-assignment" not in listed.split("Disabled extensions:")[-1]
+
+
+PROFILE_LIKE = """# what a login shell's /etc/profile and a conda hook in ~/.bashrc do
+PATH=/usr/local/bin:/usr/bin:/bin
+export VIRTUAL_ENV=/somewhere/else CONDA_PREFIX=/opt/conda CONDA_DEFAULT_ENV=base
+unset PYTHONPATH
+"""
+
+WHICH_PYTHON = """command -v python
+python -c 'import sys, learning; print(sys.executable); print(learning.__file__)'
+echo "VIRTUAL_ENV=${VIRTUAL_ENV-unset} CONDA_PREFIX=${CONDA_PREFIX-unset}"
+"""
+
+
+def terminal_shell(folder: Path) -> list[str]:
+    """The shell command the student configuration gives Jupyter's terminals, as Jupyter
+    reads it (tests/test_browser.py runs the real terminal)."""
+    config = json.loads((folder / "jupyter_server_config.json").read_text())
+    return config["ServerApp"]["terminado_settings"]["shell_command"]
+
+
+def test_jupyter_reads_the_terminal_shell(tmp_path):
+    """Does Jupyter's server, given the student configuration, take its terminal shell: bash
+    with the lab's start-up file, interactive, not a login shell (no -l)?"""
+    write_student_config(tmp_path)
+    shown = jupyter("server", "--show-config", env=student_env(tmp_path))
+    assert "terminado_settings" in shown and str(tmp_path / "terminal_bashrc") in shown, shown
+    shell = terminal_shell(tmp_path)
+    assert Path(shell[0]).name == "bash" and shell[1:] == [
+        "--rcfile",
+        str(tmp_path / "terminal_bashrc"),
+        "-i",
+    ]
+    assert "-l" not in shell and "--login" not in shell
+
+
+def test_a_terminal_runs_the_kernels_python_whatever_the_start_up_files_do(tmp_path):
+    """With a ~/.bashrc that resets PATH as /etc/profile does, unsets PYTHONPATH and names
+    another environment, does the lab's terminal shell still run this Python as `python`,
+    import the course from it, and name this environment (the issue: `No module named
+    'learning'` in every command the notebook gives)?"""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".bashrc").write_text(PROFILE_LIKE)
+    config = tmp_path / "config"
+    config.mkdir()
+    env = dict(student_env(config), HOME=str(home), PYTHONPATH=str(REPO))
+    env.pop("CONDA_PREFIX", None)
+    write_student_config(config, env)
+    done = subprocess.run(
+        [*terminal_shell(config), "-c", WHICH_PYTHON],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    )
+    lines = done.stdout.splitlines()
+    here = Path(sys.executable).parent
+    assert lines[:2] == [str(here / "python"), str(here / "python")], done.stdout + done.stderr
+    assert lines[2] == str(REPO / "learning" / "__init__.py")
+    virtual_env = sys.prefix if sys.prefix != sys.base_prefix else "unset"
+    assert lines[3] == f"VIRTUAL_ENV={virtual_env} CONDA_PREFIX=unset"
+
+
+def test_the_lab_puts_its_python_first_and_names_only_its_own_environment(tmp_path, monkeypatch):
+    """Does the lab's environment put this Python's folder first on PATH, once, and is
+    VIRTUAL_ENV this Python's virtual environment, or unset outside one?"""
+    here = str(Path(sys.executable).parent)
+    monkeypatch.setenv("PATH", os.pathsep.join(["/usr/bin", "/bin"]))
+    monkeypatch.setenv("VIRTUAL_ENV", "/somewhere/else")
+    env = student_env(tmp_path)
+    assert env["PATH"].split(os.pathsep) == [here, "/usr/bin", "/bin"]
+    monkeypatch.setenv("PATH", env["PATH"])
+    assert student_env(tmp_path)["PATH"] == env["PATH"]
+    if sys.prefix != sys.base_prefix:
+        assert env["VIRTUAL_ENV"] == sys.prefix
+    else:
+        assert "VIRTUAL_ENV" not in env
+    assert {"PATH", "PYTHONPATH", "VIRTUAL_ENV"} <= set(TERMINAL_ENV)
 
 
 def notebook_at(path, kernel: str = "python3") -> None:

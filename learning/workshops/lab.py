@@ -17,12 +17,21 @@ so on that Python they open unmodified even in a plain `jupyter lab`, and on ano
 would not. So before starting, this command gives the notebooks in the folder it serves (down to
 `DEPTH`) that use the `python3` kernel the metadata that kernel reports, when that kernel is
 this Python; cells are not touched.
+
+The lab's terminals get the environment its notebooks' kernels run in. Left alone, Jupyter
+starts a login shell whenever its own output is not a terminal (a launcher, a log file), and a
+login shell's /etc/profile resets PATH: `python` is then the system's, VIRTUAL_ENV still names
+the course's environment, and every course command fails with "No module named 'learning'".
+So terminals run bash (not as a login shell), which reads ~/.bashrc and then gets back
+`TERMINAL_ENV` as the lab has it, this Python's folder first on PATH.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -44,18 +53,63 @@ INSTRUCTOR_SERVER_EXTENSIONS = (
 )
 
 
-def write_student_config(folder: Path) -> None:
+TERMINAL_ENV = (
+    "PATH",
+    "PYTHONPATH",
+    "PYTHONHOME",
+    "VIRTUAL_ENV",
+    "CONDA_PREFIX",
+    "CONDA_DEFAULT_ENV",
+    "CONDA_SHLVL",
+    "CONDA_PROMPT_MODIFIER",
+)
+"""What decides which Python a shell's `python` is and what it imports: shell start-up files
+change these (/etc/profile's PATH, a `conda activate` in ~/.bashrc), and a lab terminal gets
+them back as the lab has them (unset where the lab has them unset)."""
+TERMINAL_RC = "terminal_bashrc"
+"""The lab terminals' bash start-up file, in the lab's configuration folder."""
+
+
+def terminal_rc(env: dict[str, str]) -> str:
+    """A bash start-up file: ~/.bashrc as an interactive bash reads it (Debian's bash reads
+    /etc/bash.bashrc itself first), then `env`'s `TERMINAL_ENV` put back."""
+    lines = [
+        "# The course lab's terminals (learning.workshops.lab): your ~/.bashrc, then the",
+        "# environment the notebooks' kernels run in.",
+        "if [ -f ~/.bashrc ]; then . ~/.bashrc; fi",
+    ]
+    for name in TERMINAL_ENV:
+        value = env.get(name)
+        lines.append(f"unset {name}" if value is None else f"export {name}={shlex.quote(value)}")
+    return "\n".join(lines) + "\n"
+
+
+def terminal_command(rc: Path) -> list[str]:
+    """The lab terminals' shell: bash reading `rc`, interactive and not a login shell; without
+    bash, the user's shell, also not a login shell."""
+    bash = shutil.which("bash")
+    if bash is None:
+        return [os.environ.get("SHELL") or "sh", "-i"]
+    return [bash, "--rcfile", str(rc), "-i"]
+
+
+def write_student_config(folder: Path, env: dict[str, str] | None = None) -> None:
     """A Jupyter configuration folder that disables the instructors' plugins and server
-    extensions (JUPYTER_CONFIG_PATH takes it before the environment's own)."""
+    extensions, and gives terminals `env`'s Python (default: `student_env`'s), with its start-up
+    file (JUPYTER_CONFIG_PATH takes the folder before the environment's own)."""
+    env = student_env(folder) if env is None else env
+    (folder / TERMINAL_RC).write_text(terminal_rc(env))
     (folder / "labconfig").mkdir(parents=True, exist_ok=True)
     disabled = {name: True for name in INSTRUCTOR_PLUGINS}
     (folder / "labconfig" / "page_config.json").write_text(
         json.dumps({"disabledExtensions": disabled}, indent=1)
     )
     extensions = {name: False for name in INSTRUCTOR_SERVER_EXTENSIONS}
-    (folder / "jupyter_server_config.json").write_text(
-        json.dumps({"ServerApp": {"jpserver_extensions": extensions}}, indent=1)
-    )
+    server = {
+        "jpserver_extensions": extensions,
+        "terminado_settings": {"shell_command": terminal_command(folder / TERMINAL_RC)},
+    }
+    (folder / "jupyter_server_config.json").write_text(json.dumps({"ServerApp": server}, indent=1))
 
 
 DEPTH = 3
@@ -125,9 +179,21 @@ def served_folder(args: list[str]) -> Path:
 
 
 def student_env(folder: Path) -> dict[str, str]:
-    """This environment with `folder` first on JUPYTER_CONFIG_PATH."""
+    """This environment with `folder` first on JUPYTER_CONFIG_PATH and this Python's folder
+    first on PATH (so a terminal's or a `!python` cell's `python` is the kernels'), and
+    VIRTUAL_ENV naming this Python's virtual environment, activated or not (unset outside
+    one)."""
     paths = [str(folder), os.environ.get("JUPYTER_CONFIG_PATH", "")]
-    return dict(os.environ, JUPYTER_CONFIG_PATH=os.pathsep.join(p for p in paths if p))
+    env = dict(os.environ, JUPYTER_CONFIG_PATH=os.pathsep.join(p for p in paths if p))
+    here = os.path.dirname(sys.executable)  # not resolved: a venv's bin/python is a link
+    path = env.get("PATH", "").split(os.pathsep)
+    if path[:1] != [here]:
+        env["PATH"] = os.pathsep.join([here, *filter(None, path)])
+    if sys.prefix != sys.base_prefix:
+        env["VIRTUAL_ENV"] = sys.prefix
+    else:  # another environment's name would mislead
+        env.pop("VIRTUAL_ENV", None)
+    return env
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -142,9 +208,10 @@ def main(argv: list[str] | None = None) -> int:
     if metadata is not None:
         match_kernel_metadata(served_folder(args), metadata)
     with tempfile.TemporaryDirectory(prefix="i1-student-jupyter-") as folder:
-        write_student_config(Path(folder))
+        env = student_env(Path(folder))
+        write_student_config(Path(folder), env)
         command = [sys.executable, "-m", "jupyter", "lab", *args]
-        server = subprocess.Popen(command, env=student_env(Path(folder)))
+        server = subprocess.Popen(command, env=env)
         # Stopping is JupyterLab's to do (it shuts its kernels down): Ctrl-C reaches it from
         # the terminal, a SIGTERM to this command is passed on.
         signal.signal(signal.SIGINT, signal.SIG_IGN)
