@@ -5,7 +5,6 @@ cgroup and without), and a deadline from the course's cells, not the student's."
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 import threading
 import time
@@ -14,6 +13,7 @@ from pathlib import Path
 import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook
+from sandboxing import sandbox_missing
 from traitlets.config import Config
 
 from grader import parallel
@@ -24,8 +24,8 @@ from grader.isolation.process import SandboxRun
 from grader.isolation.scratch import scratch
 
 NEEDS_BWRAP = pytest.mark.skipif(
-    shutil.which("bwrap") is None and not os.environ.get(sandbox.UNSAFE_ENV),
-    reason="needs bubblewrap (`bwrap`): apt-get install bubblewrap",
+    sandbox_missing() is not None and not os.environ.get(sandbox.UNSAFE_ENV),
+    reason="needs a working bubblewrap (grader.isolation.bwrap)",
 )
 
 

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from sandboxing import needs_sandbox
 
 from grader import course
 from grader.grading.grading_log import read_record
@@ -152,7 +153,7 @@ def test_a_config_that_grades_in_the_sandbox_refuses_without_the_call(tmp_path):
 
 
 @pytest.mark.nbgrader
-@pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap (bwrap)")
+@needs_sandbox
 def test_autograde_refuses_linked_submissions_and_grades_the_rest(tmp_path):
     """In one real `nbgrader autograde`: is a symlinked notebook and a folder linking the
     course secret each refused, named in the student's log and exported as ungradable, with
