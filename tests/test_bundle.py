@@ -1,17 +1,31 @@
-"""The student bundle ships the course and nothing that grades it."""
+"""The student bundle ships the course and nothing that grades it, and the student installs
+only what the student's side imports."""
 
 from __future__ import annotations
 
+import ast
 import os
 import re
+import shutil
+import sys
+import tomllib
 import zipfile
+from importlib.metadata import PackageNotFoundError, distribution, packages_distributions
 
 import nbformat
 import pytest
+import yaml
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
-from grader.bundle import build
+from grader.bundle import build, main
 from grader.course import ASSIGNMENT, NOTEBOOK, REPO
 from grader.seeding import FILE as SECRET_FILE
+
+PROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+STUDENT = PROJECT["dependencies"] + PROJECT["optional-dependencies"]["student"]
+"""What a student installs: `pip install -e ".[student]"`."""
+INSTRUCTOR_ONLY = ("nbgrader", "pandas", "pyarrow", "psycopg", "bubblewrap", "pytest", "ruff")
 
 
 @pytest.fixture(scope="module")
@@ -96,3 +110,166 @@ def test_bundle_holds_no_solution_text(bundle):
         flat = "\n".join(line.strip() for line in text.splitlines() if line.strip())
         for pair in pairs:
             assert pair not in flat, f"solution lines {pair!r} in {name}"
+
+
+def names(requirements: list[str]) -> set[str]:
+    return {canonicalize_name(Requirement(r).name) for r in requirements}
+
+
+def test_bundle_pyproject_is_the_students_side(bundle):
+    """Does the bundle's pyproject.toml name the dependencies and the student extra alone,
+    install only `learning` (its sample results included), and name no grader package, no
+    instructor-only package and no dev tool?"""
+    text = bundle["i1-student/pyproject.toml"].decode()
+    shipped = tomllib.loads(text)
+    assert shipped["project"]["dependencies"] == PROJECT["dependencies"]
+    assert shipped["project"]["optional-dependencies"] == {
+        "student": PROJECT["optional-dependencies"]["student"]
+    }
+    assert shipped["tool"]["setuptools"]["packages"]["find"]["include"] == ["learning*"]
+    assert shipped["tool"]["setuptools"]["package-data"] == {
+        "learning.workshops.measuring": ["data/*.json"]
+    }
+    assert not [word for word in (*INSTRUCTOR_ONLY, "grader", "course", "dev") if word in text]
+
+
+def test_bundle_environment_installs_the_students_side(bundle):
+    """Does the bundle's environment.yml install the same packages as the student extra, on
+    the repository's Python, and nothing of the instructor's?"""
+    shipped = yaml.safe_load(bundle["i1-student/environment.yml"])
+    repo = yaml.safe_load((REPO / "environment.yml").read_text())
+    pip = next(d["pip"] for d in shipped["dependencies"] if isinstance(d, dict))
+    assert pip[-1] == "-e ."
+    assert pip[:-1] == STUDENT
+    python = [d for d in shipped["dependencies"] if isinstance(d, str) and "python" in d]
+    assert python == [d for d in repo["dependencies"] if isinstance(d, str) and "python" in d]
+    text = bundle["i1-student/environment.yml"].decode()
+    assert not [word for word in INSTRUCTOR_ONLY if word in text]
+
+
+def test_the_student_extra_is_part_of_the_course_extra():
+    """Does `make venv`'s `.[course,dev]` install everything a student has, so the tests run
+    the student's side with its own packages?"""
+    course = PROJECT["optional-dependencies"]["course"]
+    assert set(PROJECT["optional-dependencies"]["student"]) <= set(course)
+    assert not names(STUDENT) & {canonicalize_name(n) for n in INSTRUCTOR_ONLY}
+
+
+def installed_closure(requirements: list[str]) -> set[str]:
+    """The distributions `requirements` bring, transitively, as the installed packages
+    declare them (extras followed, markers evaluated here)."""
+    found, seen, todo = set(), set(), [Requirement(r) for r in requirements]
+    while todo:
+        requirement = todo.pop()
+        key = (canonicalize_name(requirement.name), frozenset(requirement.extras))
+        if key in seen:
+            continue
+        seen.add(key)
+        found.add(key[0])
+        try:
+            declared = distribution(requirement.name).requires or []
+        except PackageNotFoundError:
+            continue
+        for line in declared:
+            wanted = Requirement(line)
+            extras = {"", *requirement.extras}
+            if wanted.marker is None or any(wanted.marker.evaluate({"extra": e}) for e in extras):
+                todo.append(wanted)
+    return found
+
+
+def imported_modules(code: str) -> set[str]:
+    """The top-level modules `code` imports anywhere (inside functions too)."""
+    tree = ast.parse(re.sub(r"^(\s*)[%!].*", r"\1pass", code, flags=re.M))
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            found.add(node.module.split(".")[0])
+    return found
+
+
+def student_code() -> dict[str, str]:
+    """What runs on a student's machine: learning/ and the notebooks the bundle ships."""
+    code = {
+        str(path.relative_to(REPO)): path.read_text()
+        for path in sorted((REPO / "learning").rglob("*.py"))
+    }
+    for path in (
+        REPO / "release" / ASSIGNMENT / NOTEBOOK,
+        REPO / "notebooks" / "setup_check.ipynb",
+        REPO / "notebooks" / "address_explorer.ipynb",
+    ):
+        notebook = nbformat.read(path, as_version=4)
+        cells = [c.source for c in notebook.cells if c.cell_type == "code"]
+        code[str(path.relative_to(REPO))] = "\n".join(cells)
+    return code
+
+
+def test_the_student_extra_brings_every_module_the_students_side_imports():
+    """Does every module learning/ and the shipped notebooks import (at the top or inside a
+    function) come with Python itself or with a distribution that `pip install -e
+    ".[student]"` brings (the dependencies, the student extra, theirs in turn), so a student
+    needs neither nbgrader nor pandas, pyarrow or psycopg?"""
+    brought = installed_closure(STUDENT)
+    assert {"jupyter-client", "jupyter-server", "torch"} <= brought
+    assert not brought & {canonicalize_name(n) for n in INSTRUCTOR_ONLY}
+    owners = packages_distributions()
+    missing = {}
+    for where, code in student_code().items():
+        for module in imported_modules(code) - set(sys.stdlib_module_names) - {"learning"}:
+            dists = {canonicalize_name(d) for d in owners.get(module, [])}
+            if not dists & brought:
+                missing.setdefault(module, []).append(where)
+    assert missing == {}, f"imported, but not brought by the student install: {missing}"
+
+
+def course_copy(root):
+    """A course folder with this repository's config, source and release (no nbgrader run)."""
+    root.mkdir()
+    shutil.copy(REPO / "nbgrader_config.py", root / "nbgrader_config.py")
+    for part in ("source", "release"):
+        shutil.copytree(REPO / part / ASSIGNMENT, root / part / ASSIGNMENT)
+    return root
+
+
+def edit_cell(path, index: int, text: str) -> None:
+    notebook = nbformat.read(path, as_version=4)
+    notebook.cells[index].source += text
+    nbformat.write(notebook, path)
+
+
+def bundle_main(*args: str, capsys) -> tuple[int, str, str]:
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_a_release_that_is_not_what_its_source_generates_is_refused(tmp_path, capsys):
+    """Does the bundle of a course whose source was edited after its release was generated,
+    or whose release is a copy of the source (solutions and hidden tests in it), refuse with
+    the cell and the command that fixes it, leaving an earlier archive as it was?"""
+    course = course_copy(tmp_path / "course")
+    out = tmp_path / "i1-student.zip"
+    assert bundle_main("--course", str(course), "--out", str(out), capsys=capsys)[0] == 0
+    earlier = out.read_bytes()
+    source = course / "source" / ASSIGNMENT / NOTEBOOK
+    edit_cell(source, 2, "\n\nA sentence added after the release was generated.")
+    code, _, err = bundle_main("--course", str(course), "--out", str(out), capsys=capsys)
+    assert code == 2 and "cell 2 was edited in source/ since" in err, err
+    assert f"nbgrader generate_assignment {ASSIGNMENT} --force` in {course}" in err
+    shutil.copy(source, course / "release" / ASSIGNMENT / NOTEBOOK)
+    code, _, err = bundle_main("--course", str(course), "--out", str(out), capsys=capsys)
+    assert code == 2 and "keeps its solution or hidden tests in the release" in err, err
+    assert out.read_bytes() == earlier
+
+
+def test_the_bundle_needs_a_course_folder(tmp_path, capsys):
+    """Run outside a course folder (no nbgrader_config.py), does the bundle say so instead of
+    shipping this repository's release?"""
+    code, _, err = bundle_main(
+        "--course", str(tmp_path), "--out", str(tmp_path / "b.zip"), capsys=capsys
+    )
+    assert code == 2 and "not a course folder" in err, err
+    assert not (tmp_path / "b.zip").exists()

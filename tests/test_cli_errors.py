@@ -267,13 +267,15 @@ def test_bundle_refuses_to_write_into_what_ships(capsys, bad):
     assert not (REPO / "release" / "i1.zip").exists()
 
 
-def test_bundle_without_a_release_says_how_to_make_one(capsys, bad, monkeypatch):
-    """Does a repository without release/ name it and the nbgrader command that makes it?"""
-    monkeypatch.setattr(bundle, "REPO", bad)
-    line = run_bad(capsys, bad, "bundle", ["--out", "{bad}/dist/i1.zip"])
+def test_bundle_without_a_release_says_how_to_make_one(capsys, bad):
+    """Does a course folder without its release name it and the nbgrader command that makes
+    it?"""
+    (bad / "nbgrader_config.py").write_text("c = get_config()\n")
+    line = run_bad(capsys, bad, "bundle", ["--course", "{bad}", "--out", "{bad}/dist/i1.zip"])
+    release = bad / "release" / course.ASSIGNMENT / course.NOTEBOOK
     assert line == (
-        f"bundle: {bad}/release is missing; run `nbgrader generate_assignment "
-        f"{course.ASSIGNMENT}` first."
+        f"bundle: {release} is missing; run `nbgrader generate_assignment "
+        f"{course.ASSIGNMENT} --force` in {bad} first."
     )
 
 
@@ -281,7 +283,8 @@ def test_a_failed_bundle_leaves_the_earlier_archive(capsys, bad, monkeypatch):
     """When a shipped file cannot be read, is the earlier archive kept, with no partial file?"""
     (bad / "dist").mkdir()
     (bad / "dist" / "i1.zip").write_bytes(b"the earlier archive")
-    monkeypatch.setattr(bundle, "shipped_files", lambda: [Path("no/such/file.py")])
+    missing = (Path("no/such/file.py"), "no/such/file.py")
+    monkeypatch.setattr(bundle, "shipped_files", lambda course: [missing])
     line = run_bad(capsys, bad, "bundle", ["--out", "{bad}/dist/i1.zip"])
     assert line.startswith(f"bundle: cannot build {bad}/dist/i1.zip: ")
     assert "no/such/file.py" in line

@@ -3,11 +3,12 @@ course's notebooks opening unmodified.
 
     python -m learning.workshops.lab [JUPYTER LAB ARGUMENTS ...]
 
-The course environment installs nbgrader for everyone, and its JupyterLab extension shows
-instructors' tools (Create Assignment, Course List, Formgrader) beside the students' own
-(Assignments, Validate). This command runs `jupyter lab` with one more configuration folder,
-made for this run only, that turns the instructors' tools off; nothing in the environment
-changes, so an instructor's `jupyter lab` keeps them.
+The course's environment (the `course` extra: instructors, and the tests) installs nbgrader,
+whose JupyterLab extension shows instructors' tools (Create Assignment, Course List,
+Formgrader) beside the students' own (Assignments, Validate); the student extra installs no
+nbgrader at all, and then there is nothing to hide. This command runs `jupyter lab` with one
+more configuration folder, made for this run only, that turns the instructors' tools off;
+nothing in the environment changes, so an instructor's `jupyter lab` keeps them.
 
 JupyterLab rewrites a notebook's kernel metadata (kernelspec, language_info) to what its
 kernel reports as it opens, and marks the notebook modified when that differs in any field,
