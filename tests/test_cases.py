@@ -74,7 +74,7 @@ def test_a_kernel_stub_reads_as_its_own_not_implemented_error():
     result = run_case(stub_launch, "strided_softmax", TRANSPOSE, "cpu", 0)
     assert result.failure == "exception"
     said = result.detail
-    assert said.endswith("raised NotImplementedError: softmax_kernel: write this pass"), said
+    assert "raised NotImplementedError: softmax_kernel: write this pass (" in said, said
     assert "InterpreterError" not in result.detail
 
 

@@ -1,8 +1,8 @@
 """Checker faults are the checker's: an exception in the checks is an internal error, never
 the student's crash, failure or hint.
 
-The fault injected is a real one in the checker's own code: `cases.TOLERANCES` loses its
-float16 entry, so comparing any float16 case raises KeyError inside `cases._compare`.
+The fault injected is a real one in the checker's own code: `compare.TOLERANCES` loses its
+float16 entry, so comparing any float16 case raises KeyError inside `compare.compare`.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from grader import recheck
 from grader.reference import address_table, strided_softmax
 from grader.zoo import REFERENCE
 from learning.workshops import check
-from learning.workshops.checking import cases, child, isolation
+from learning.workshops.checking import child, compare, isolation
 from learning.workshops.checking.cases import Case, CaseResult, Failure, Verdict
 from learning.workshops.checking.faults import (
     INTERNAL_ERROR,
@@ -40,9 +40,9 @@ import torch
 from learning.workshops.contracts import select_mode
 
 select_mode(verbose=False)
-from learning.workshops.checking import cases, child
+from learning.workshops.checking import child, compare
 
-del cases.TOLERANCES[torch.float16]  # the checker's own table loses an entry
+del compare.TOLERANCES[torch.float16]  # the checker's own table loses an entry
 child.main()
 """
 STUDENT = """
@@ -83,7 +83,7 @@ def _sidecar(path) -> dict:
 def test_the_child_reports_a_fault_in_the_checks_and_goes_on(monkeypatch):
     """Does an exception escaping run_case become an internal-error event naming the place
     in the checker, with the next case run by the same child?"""
-    monkeypatch.delitem(cases.TOLERANCES, torch.float16)
+    monkeypatch.delitem(compare.TOLERANCES, torch.float16)
     from dataclasses import asdict
 
     from learning.workshops.checking.exchange import build_inputs
@@ -100,7 +100,7 @@ def test_the_child_reports_a_fault_in_the_checks_and_goes_on(monkeypatch):
     fault = next(fields for event, fields in events if event == "internal-error")
     assert fault["case"] == "half"
     assert fault["detail"] == "KeyError: torch.float16"
-    assert fault["where"].startswith("learning/workshops/checking/cases.py:")
+    assert fault["where"].startswith("learning/workshops/checking/compare.py:")
     assert events[-2][0] == "result" and events[-2][1]["passed"]
     assert events[-1][0] == "done"
 
@@ -113,7 +113,7 @@ def test_cli_exits_3_with_the_internal_error_and_no_hint(faulty_child, capsys):
     assert code == 3, out
     assert (
         "  ERROR float16-transpose  KeyError: torch.float16 at "
-        "learning/workshops/checking/cases.py:" in out
+        "learning/workshops/checking/compare.py:" in out
     )
     assert f"{FAULT}float16-transpose: KeyError: torch.float16 at learning/" in out
     assert REPORT_IT in out
@@ -127,7 +127,7 @@ def test_cli_json_lists_internal_errors(faulty_child, capsys):
     report = json.loads(capsys.readouterr().out)
     assert [e["case"] for e in report["internal_errors"]] == ["float16-transpose"]
     assert (
-        "KeyError: torch.float16 at learning/workshops/checking/cases.py:"
+        "KeyError: torch.float16 at learning/workshops/checking/compare.py:"
         in (report["internal_errors"][0]["detail"])
     )
     assert report["hints"] == [] and report["passed"] is False
@@ -182,10 +182,10 @@ def test_verdict_blames_the_checker_first_and_keeps_the_students_failures():
 def test_expect_cases_raises_the_checkers_fault_and_records_it(monkeypatch, autograde):
     """In a visible test cell, does a fault in the checks raise CheckerFault saying it is not
     the student's, with the sidecar entry's status internal-error?"""
-    monkeypatch.delitem(cases.TOLERANCES, torch.float16)
+    monkeypatch.delitem(compare.TOLERANCES, torch.float16)
     with pytest.raises(CheckerFault, match=f"^{FAULT_RE}float16-transpose: KeyError") as info:
         expect_cases(strided_softmax, "strided_softmax", ["transpose", "float16-transpose"])
-    assert "learning/workshops/checking/cases.py:" in str(info.value)
+    assert "learning/workshops/checking/compare.py:" in str(info.value)
     entry = _sidecar(autograde)["public:strided_softmax:float16-transpose+transpose"]
     assert entry["status"] == INTERNAL_ERROR
     assert entry["failed"] == [] and entry["hints"] == []

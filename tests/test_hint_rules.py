@@ -135,19 +135,19 @@ ROWS = (
             [
                 in_place("contiguous"),
                 in_place("slice", Failure.OUTSIDE_VIEW, "storage index 21 changed"),
-                in_place("transpose", Failure.FOREIGN_READ, "program 1 loaded row 1"),
+                in_place("transpose", Failure.READ_AFTER_WRITE, "program 1 loaded row 1"),
             ],
         ),
-        ([in_place("transpose", Failure.FOREIGN_READ, "program 1 loaded row 1")],),
+        ([in_place("transpose", Failure.READ_AFTER_WRITE, "program 1 loaded row 1")],),
     ),
     Row(
         HintId.READ_AFTER_WRITE,
-        ([in_place("width-one"), in_place("contiguous", Failure.FOREIGN_READ, "loaded")],),
+        ([in_place("width-one"), in_place("contiguous", Failure.READ_AFTER_WRITE, "loaded")],),
         ([in_place("contiguous", Failure.OWNERSHIP, "written by programs 0 and 1")],),
     ),
     Row(
         HintId.ROW_SUM,
-        ([backward("contiguous", Failure.NO_ROW_SUM), backward("slice", Failure.NO_ROW_SUM)],),
+        ([backward("contiguous", Failure.ROW_SUM), backward("slice", Failure.ROW_SUM)],),
         ([backward("contiguous", Failure.VALUES, VALUES)],),
     ),
     Row(

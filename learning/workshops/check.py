@@ -38,6 +38,9 @@ from learning.workshops.contracts import select_mode
 from learning.workshops.paths import unwritable
 
 CASE_TIMEOUT_S = 120.0
+SCHEMA = "i1-check/2"
+"""The `--json` report's schema; 2 since each case's `failure` is spelled as the hint id it
+leads to (`no-kernel`, not `no-launch`)."""
 EXIT_STATUSES = (
     "Exit status: 0 when every case passes, 1 when any fails, 2 for a usage error, 3 for an "
     "internal error in the checker (not your code)."
@@ -74,6 +77,7 @@ class Report:
 
     def to_json(self) -> dict:
         return {
+            "schema": SCHEMA,
             "op": self.op,
             "impl": self.impl,
             "saved": None if self.saved is None else _iso(self.saved),

@@ -1,196 +1,79 @@
-"""Check cases for the workshop's functions, and the code that runs one case.
+"""Run one case of an op: build its view, call the function, and say how it failed.
 
 A case names a view (layout, shape, dtype, fill) or a bad input. Running it builds the
 view inside a NaN-filled storage, calls the student's function, and compares against a
-float64 reference, the storage before and after, and the kernel launches it made. A
-failed case says what kind of failure it was; `hints` turns those into clues.
+float64 reference, the storage before and after, and the kernel launches it made: the
+checks in `CHECKS`, in order. The in-place and backward ops run in `followons`; the records
+are in `records`, the ops and their public cases in `suites`; the names below that come from
+those modules are kept here for the callers that import them from here.
 """
 
 from __future__ import annotations
 
 import contextlib
-import enum
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from functools import cached_property
 
 import torch
-from triton.compiler.errors import CompilationError
-from triton.runtime.errors import InterpreterError
 
+from learning.workshops.checking import followons
 from learning.workshops.checking.allocations import GuardAllocations, Guards
 from learning.workshops.checking.audit import Finding, Trace, audit
-from learning.workshops.checking.exchange import (
-    Inputs,
-    Observation,
-    build_inputs,
-    returned_to_wire,
-    view_of,
+from learning.workshops.checking.bad_inputs import (
+    BACKWARD_BAD_INPUTS,
+    BAD_INPUTS,
+    bad_input_case,
+    run_bad_input,
 )
+from learning.workshops.checking.compare import TOLERANCES, changed, compare
+from learning.workshops.checking.exchange import Inputs, Observation, build_inputs, view_of
 from learning.workshops.checking.launches import LaunchLog, count_launches
-from learning.workshops.checking.views import Geometry, describe, geometry
+from learning.workshops.checking.raised import called, exception_kind, raised_text, refusal_verdict
+from learning.workshops.checking.records import (
+    AUDIT_FAILURES,
+    DTYPES,
+    Case,
+    CaseResult,
+    Failure,
+    Verdict,
+)
+from learning.workshops.checking.suites import (
+    BACKWARD_CASES,
+    INPLACE_CASES,
+    OPS,
+    PUBLIC_CASES,
+    Op,
+    suite,
+)
+from learning.workshops.checking.views import describe
 from learning.workshops.contracts import interpreter_active
 
-DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
-TOLERANCES = {  # (rtol, atol) against a float64 reference
-    torch.float32: (1e-5, 1e-6),
-    torch.float16: (2e-3, 1e-3),
-    torch.bfloat16: (1.6e-2, 4e-3),
-}
-BAD_INPUTS = ("3-d", "int-dtype", "warps-6", "cpu-input")
+__all__ = [  # kept for the callers that import them from here
+    "BACKWARD_BAD_INPUTS",
+    "BACKWARD_CASES",
+    "BAD_INPUTS",
+    "DTYPES",
+    "INPLACE_CASES",
+    "OPS",
+    "PUBLIC_CASES",
+    "TOLERANCES",
+    "AUDIT_FAILURES",
+    "Case",
+    "CaseResult",
+    "Failure",
+    "Op",
+    "Verdict",
+    "bad_input_case",
+    "refusal_verdict",
+    "run_case",
+    "suite",
+]
 
-
-class Failure(enum.StrEnum):
-    """How a case failed. A failure that leads to one hint is named as that hint; the values
-    are what results, `check --json` and the agreement report carry."""
-
-    EXCEPTION = "exception"  # the call raised
-    MEMORY = "memory"  # the call ran out of host or device memory
-    CRASH = "crash"  # the process died during the case (see `isolation`)
-    TIMEOUT = "timeout"  # the case did not finish in time (see `isolation`)
-    NOT_A_TENSOR = "not-a-tensor"
-    SHAPE = "shape"
-    DTYPE = "dtype"
-    DEVICE = "device"
-    LAYOUT = "layout"  # output is not contiguous
-    INPUT_WRITTEN = "input-written"  # the input's storage changed
-    NO_KERNEL = "no-launch"  # no Triton kernel ran
-    COPY = "outside-kernel"  # torch read the input outside the kernel: a copy or torch compute
-    EMPTY_ROWS = "launch-on-empty"  # a kernel was launched for zero rows
-    NONFINITE = "nonfinite"  # NaN or inf where the reference is finite
-    SUM_LOW = "sum-low"  # every value finite but rows sum to less than one
-    PERMUTED = "permuted"  # the right values in the wrong places
-    AMBIGUOUS = "ambiguous"  # nearly all-equal expected values in other places: loads or stores
-    VALUES = "values"  # other wrong values
-    STALE_OUTPUT = "stale"  # a repeated call returned an earlier result
-    NOT_RAISED = "not-raised"  # bad input accepted
-    UNCLEAR_ERROR = "unclear-error"  # bad input rejected with an error that does not name it
-    STORE_MASK = "overrun"  # lanes past a row's end loaded or stored: audit, or an output guard
-    OWNERSHIP = "ownership"  # audit: an output element written by two programs, or by none
-    OUT_OF_BOUNDS = "out-of-bounds"  # audit: a load outside the view's footprint or any tensor
-    INTERNAL_ERROR = "internal-error"  # the checks themselves raised: the checker's fault
-    # the optional exercises (`followons`)
-    ALIASING = "aliasing-accepted"  # in place: a view whose elements share addresses accepted
-    OUTSIDE_VIEW = "outside-view"  # in place: storage outside the view changed
-    FOREIGN_READ = "read-after-write"  # in place: read what another program writes
-    NOT_IN_PLACE = "not-in-place"  # in place: returned something other than x
-    NO_ROW_SUM = "no-row-sum"  # backward: y * dy, without the row sum
-
-
-AUDIT_FAILURES = {  # the ownership audit's finding kinds, as failures
-    "input-store": Failure.INPUT_WRITTEN,
-    "overrun": Failure.STORE_MASK,
-    "stray-store": Failure.OWNERSHIP,
-    "duplicate": Failure.OWNERSHIP,
-    "unwritten": Failure.OWNERSHIP,
-    "stray-load": Failure.OUT_OF_BOUNDS,
-    "footprint": Failure.OUT_OF_BOUNDS,
-}
 FAULT_ORDER = ("input-store", "overrun", "stray-store", "stray-load", "duplicate", "footprint")
 """Which fault names the failure when a call shows several: a store into the input first,
 then lanes past a row (the cause of the strays and races they make), then the rest.
 Unwritten elements come last: they are usually what another fault left behind."""
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """How a case ended: its failure (None when it passed) and what it showed, in words that
-    name the values (`check` prints the text beside the case's name)."""
-
-    failure: Failure | None
-    text: str
-
-
-@dataclass(frozen=True)
-class Case:
-    """One check: a view to run on, or (with `bad_input`) an input that must be refused."""
-
-    name: str
-    layout: str = "contiguous"
-    rows: int = 5
-    cols: int = 7
-    dtype: str = "float32"
-    fill: str = "normal"
-    num_warps: int = 4
-    repeat: bool = False
-    bad_input: str | None = None
-    grad_layout: str | None = None
-    """The backward's cases only: the layout of `dy` (the case's `layout` is `y`'s)."""
-
-    @property
-    def geometry(self) -> Geometry:
-        return geometry(self.layout, self.rows, self.cols)
-
-    @property
-    def grad_geometry(self) -> Geometry:
-        return geometry(self.grad_layout or self.layout, self.rows, self.cols)
-
-    @property
-    def features(self) -> frozenset[str]:
-        if self.bad_input:
-            return frozenset({"bad-input"})
-        extra = {self.fill} if self.fill != "normal" else set()
-        if self.dtype != "float32":
-            extra.add("half")
-        if self.repeat:
-            extra.add("repeat")
-        if self.grad_layout is not None:  # the backward reads y and dy: both views count
-            extra |= self.grad_geometry.features()
-            if self.grad_geometry.strides != self.geometry.strides:
-                extra.add("mixed-strides")
-        return self.geometry.features() | extra
-
-
-@dataclass
-class CaseResult:
-    """What running one case showed: its name, the Verdict, and what the hints read (the
-    case's features, its kernel launches, its width)."""
-
-    name: str
-    verdict: Verdict
-    features: list[str] = field(default_factory=list)
-    launches: int = 0
-    cols: int = 0
-
-    @property
-    def passed(self) -> bool:
-        return self.verdict.failure is None
-
-    @property
-    def failure(self) -> Failure | None:
-        return self.verdict.failure
-
-    @property
-    def detail(self) -> str:
-        """The line students read: the case's name and the verdict's text."""
-        return f"{self.name}: {self.verdict.text}"
-
-    @classmethod
-    def of(cls, case: Case, verdict: Verdict, launches: int = 0, cols: int = 0) -> CaseResult:
-        """The result of `case`, judged by `verdict`."""
-        return cls(case.name, verdict, sorted(case.features), launches, cols)
-
-    def to_json(self) -> dict:
-        return {
-            "name": self.name,
-            "passed": self.passed,
-            "detail": self.detail,
-            "failure": self.failure,
-            "features": sorted(self.features),
-            "launches": self.launches,
-            "cols": self.cols,
-        }
-
-    def to_event(self) -> dict:
-        """The result as a child process reports it: the JSON and the verdict's text."""
-        return {**self.to_json(), "text": self.verdict.text}
-
-    @classmethod
-    def from_event(cls, event: dict) -> CaseResult:
-        """The result a child process reported with `to_event`."""
-        failure = Failure(event["failure"]) if event["failure"] else None
-        verdict = Verdict(failure, event["text"])
-        return cls(event["name"], verdict, event["features"], event["launches"], event["cols"])
 
 
 class _Returned:
@@ -213,157 +96,6 @@ class _Returned:
 _RETURNED = _Returned()
 
 
-@dataclass(frozen=True)
-class Op:
-    """A function under test: its name, its reference, and whether it owns the contracts."""
-
-    name: str
-    function: str
-    reference: Callable[..., torch.Tensor]
-    exact: bool
-    contracts: bool
-    public: tuple[Case, ...] = ()
-    """The public cases; the main ops' are `PUBLIC_CASES`."""
-    kind: str = "new"
-    """"new": returns a new tensor (the main ops); "in-place": writes its input and returns
-    it; "backward": takes (y, dy). `followons` runs the last two."""
-    normalized: bool = True
-    """Whether each output row sums to one (a softmax's does; a gradient's sums to zero)."""
-
-
-def _softmax_reference(x: torch.Tensor) -> torch.Tensor:
-    return torch.softmax(x.double(), dim=1)
-
-
-def _copy_reference(x: torch.Tensor) -> torch.Tensor:
-    return x.double().contiguous()
-
-
-def _backward_reference(y: torch.Tensor, dy: torch.Tensor) -> torch.Tensor:
-    y, dy = y.double(), dy.double()
-    return y * (dy - (dy * y).sum(dim=1, keepdim=True))
-
-
-PUBLIC_CASES = (
-    Case("contiguous", "contiguous", 5, 7),
-    Case("contiguous-pow2", "contiguous", 4, 64),
-    Case("transpose", "transpose", 7, 5),
-    Case("transpose-wide", "transpose", 3, 1000),
-    Case("slice", "slice", 6, 9),
-    Case("transposed-slice", "transposed-slice", 5, 6),
-    Case("row-broadcast", "row-broadcast", 4, 33),
-    Case("col-broadcast", "col-broadcast", 6, 5),
-    Case("width-one", "transpose", 5, 1),
-    Case("large-magnitude", "transpose", 4, 20, fill="large"),
-    Case("some-neg-inf", "contiguous", 6, 12, fill="neg-inf"),
-    Case("neg-inf-head-wide", "transpose", 3, 1000, fill="neg-inf-head"),
-    Case("float16-transpose", "transpose", 7, 5, dtype="float16"),
-    Case("bfloat16-slice", "slice", 6, 9, dtype="bfloat16"),
-    Case("repeat-same-shape", "transpose", 5, 7, repeat=True),
-    Case("eight-warps", "transpose", 7, 5, num_warps=8),
-    Case("zero-rows", "transpose", 0, 7),
-    Case("reject-3-d", bad_input="3-d"),
-    Case("reject-int-dtype", bad_input="int-dtype"),
-    Case("reject-warps-6", bad_input="warps-6"),
-    Case("reject-cpu-input", bad_input="cpu-input"),
-)
-
-INPLACE_CASES = (
-    Case("contiguous", "contiguous", 5, 7),
-    Case("transpose", "transpose", 7, 5),
-    Case("slice", "slice", 6, 9),
-    Case("transposed-slice", "transposed-slice", 5, 6),
-    Case("transpose-wide", "transpose", 3, 300),
-    Case("width-one", "transpose", 5, 1),
-    Case("large-magnitude", "transpose", 4, 20, fill="large"),
-    Case("float16-slice", "slice", 6, 9, dtype="float16"),
-    Case("bfloat16-transpose", "transpose", 7, 5, dtype="bfloat16"),
-    Case("zero-rows", "transpose", 0, 7),
-    Case("refuse-row-broadcast", "row-broadcast", 4, 6),
-    Case("refuse-col-broadcast", "col-broadcast", 6, 5),
-    Case("refuse-overlapping", "overlapping", 4, 6),
-    Case("reject-3-d", bad_input="3-d"),
-    Case("reject-int-dtype", bad_input="int-dtype"),
-    Case("reject-warps-6", bad_input="warps-6"),
-    Case("reject-cpu-input", bad_input="cpu-input"),
-)
-"""`strided_softmax_`'s cases: views it must softmax in place, views whose elements share
-addresses ("refuse-"), which it must refuse untouched, and bad inputs."""
-
-BACKWARD_BAD_INPUTS = ("shape-mismatch", "3-d", "int-dtype", "warps-6")
-BACKWARD_CASES = (
-    Case("contiguous", "contiguous", 5, 7, grad_layout="contiguous"),
-    Case("transpose", "transpose", 7, 5, grad_layout="transpose"),
-    Case("slice", "slice", 6, 9, grad_layout="slice"),
-    Case("transposed-y", "transpose", 6, 9, grad_layout="contiguous"),
-    Case("sliced-dy", "contiguous", 5, 6, grad_layout="slice"),
-    Case("broadcast-dy", "transpose", 4, 33, grad_layout="row-broadcast"),
-    Case("wide", "transpose", 3, 300, grad_layout="transposed-slice"),
-    Case("width-one", "transpose", 5, 1, grad_layout="contiguous"),
-    Case("float16", "transpose", 7, 5, dtype="float16", grad_layout="slice"),
-    Case("bfloat16", "slice", 6, 9, dtype="bfloat16", grad_layout="transpose"),
-    Case("zero-rows", "transpose", 0, 7, grad_layout="contiguous"),
-    *(Case(f"reject-{kind}", bad_input=kind) for kind in BACKWARD_BAD_INPUTS),
-)
-"""`strided_softmax_backward`'s cases: y (`layout`) and dy (`grad_layout`) views, with the
-same strides and with different ones, and bad inputs."""
-
-OPS = {
-    "strided_softmax": Op(
-        "strided_softmax",
-        "strided_softmax",
-        _softmax_reference,
-        exact=False,
-        contracts=True,
-        public=PUBLIC_CASES,
-    ),
-    "softmax_kernel": Op(
-        "softmax_kernel",
-        "launch_softmax",
-        _softmax_reference,
-        exact=False,
-        contracts=False,
-        public=PUBLIC_CASES,
-    ),
-    "copy_rows": Op(
-        "copy_rows", "copy_rows", _copy_reference, exact=True, contracts=False, public=PUBLIC_CASES
-    ),
-    "strided_softmax_": Op(
-        "strided_softmax_",
-        "strided_softmax_",
-        _softmax_reference,
-        exact=False,
-        contracts=True,
-        public=INPLACE_CASES,
-        kind="in-place",
-    ),
-    "strided_softmax_backward": Op(
-        "strided_softmax_backward",
-        "strided_softmax_backward",
-        _backward_reference,
-        exact=False,
-        contracts=True,
-        public=BACKWARD_CASES,
-        kind="backward",
-        normalized=False,
-    ),
-}
-
-
-def suite(op: str, cases: tuple[Case, ...] | None = None, device: str = "cpu") -> list[Case]:
-    """The cases that apply to `op` on `device` (kernel-level ops skip the contract cases),
-    from `cases` or else `op`'s public cases."""
-    chosen = []
-    for case in OPS[op].public if cases is None else cases:
-        contract_case = case.bad_input is not None or case.rows == 0
-        if contract_case and not OPS[op].contracts:
-            continue
-        if case.bad_input == "cpu-input" and device == "cpu":
-            continue  # the CPU is a valid device under the interpreter
-        chosen.append(case)
-    return chosen
-
-
 def run_case(
     fn: Callable,
     op: str,
@@ -378,12 +110,10 @@ def run_case(
     records what each call returned and left in the storages, for a parent to judge."""
     inputs = inputs if inputs is not None else build_inputs(OPS[op].kind, case, seed)
     if OPS[op].kind != "new":
-        from learning.workshops.checking import followons
-
         return followons.run_case(fn, OPS[op], case, torch.device(device), seed, inputs, seen)
     generator = torch.Generator().manual_seed(seed)
     if case.bad_input:
-        return CaseResult.of(case, _run_bad_input(fn, case, device, generator, seen))
+        return CaseResult.of(case, run_bad_input(fn, case, device, generator, seen))
     with count_launches() as launches:
         verdict = _run_view(fn, OPS[op], case, torch.device(device), inputs, seen)
     return CaseResult.of(case, verdict, len(launches), case.cols)
@@ -419,7 +149,7 @@ class Call:
     @cached_property
     def wrong_values(self) -> Verdict | None:
         """How the output's values differ from the reference, or None when they do not."""
-        return _compare(self.out, self.reference, self.x.dtype, self.op)
+        return compare(self.out, self.reference, self.x.dtype, self.op)
 
     @cached_property
     def findings(self) -> list[Finding]:
@@ -448,7 +178,7 @@ class Call:
         """A second call on the same storage, refilled with new values where it held no NaN."""
         self.storage.copy_(self.second.to(self.storage))
         before = self.storage.clone()
-        out = _called(self.fn, self.x, num_warps=self.case.num_warps)
+        out = called(self.fn, self.x, num_warps=self.case.num_warps)
         if self.seen is not None:
             self.seen.saw(out, [self.storage])
             self.seen.saw_again(self.out)
@@ -468,7 +198,7 @@ def _run_view(fn, op: Op, case: Case, device, inputs: Inputs, seen: Observation 
     x = view_of(storage, case.geometry)
     where, before = describe(x), storage.clone()
     with count_launches(watch=x) as launches, _audit(x) as trace, GuardAllocations() as mode:
-        out = _called(fn, x, num_warps=case.num_warps)
+        out = called(fn, x, num_warps=case.num_warps)
     if seen is not None:
         seen.saw(out, [storage])
     second = inputs.second
@@ -477,14 +207,6 @@ def _run_view(fn, op: Op, case: Case, device, inputs: Inputs, seen: Observation 
     )
     verdict = _first(CHECKS, call) or Verdict(None, "ok")
     return replace(verdict, text=f"{where}: {verdict.text}")
-
-
-def _called(fn: Callable, *args: torch.Tensor, num_warps: int) -> object:
-    """What `fn(*args, num_warps=...)` returned, or the exception it raised."""
-    try:
-        return fn(*args, num_warps=num_warps)
-    except Exception as exc:  # the student's error is the evidence
-        return exc
 
 
 def _first(checks: tuple[Check, ...], call: Call) -> Verdict | None:
@@ -518,13 +240,13 @@ def _refused(call: Call) -> Verdict | None:
 def _raised(call: Call) -> Verdict | None:
     if not isinstance(call.out, Exception):
         return None
-    return Verdict(_exception_kind(call.out), _raised_text(call.out))
+    return Verdict(exception_kind(call.out), raised_text(call.out))
 
 
 def _past_allocation(call: Call) -> Verdict | None:
     """A store past the end of a buffer the call allocated (what a GPU shows, unaudited)."""
     stray = call.guards.stray()
-    return Verdict(Failure(stray[0]), stray[1]) if stray else None
+    return Verdict(AUDIT_FAILURES[stray[0]], stray[1]) if stray else None
 
 
 def _not_a_tensor(call: Call) -> Verdict | None:
@@ -545,16 +267,11 @@ def _returned_before(call: Call) -> Verdict | None:
     )
 
 
-def _changed(before: torch.Tensor, after: torch.Tensor) -> torch.Tensor:
-    """Where two storages differ, NaN equal to NaN."""
-    return (before.nan_to_num() != after.nan_to_num()) | (before.isnan() != after.isnan())
-
-
 def _input_written(call: Call) -> Verdict | None:
-    changed = _changed(call.before, call.storage)
-    if not bool(changed.any()):
+    moved = changed(call.before, call.storage)
+    if not bool(moved.any()):
         return None
-    index = int(changed.nonzero()[0])
+    index = int(moved.nonzero()[0])
     return call.found(Failure.INPUT_WRITTEN, f"the input's storage changed at index {index}")
 
 
@@ -658,7 +375,7 @@ def _second_call(call: Call) -> Verdict | None:
     verdict = _first(SECOND_CALL_CHECKS, second)
     if verdict is not None:
         return _as_second(verdict)
-    if _compare(call.out, first_reference, call.x.dtype, call.op) is not None:
+    if compare(call.out, first_reference, call.x.dtype, call.op) is not None:
         text = "the first call's output changed when the function was called again"
         return Verdict(Failure.STALE_OUTPUT, text)
     return None
@@ -709,143 +426,3 @@ SECOND_CALL_CHECKS: tuple[Check, ...] = (
 )
 """A repeat's second call, in the order of `CHECKS`: no audit or guard watched it, and its
 launches and reads were not recorded."""
-
-
-def _compare(out, ref, dtype, op: Op) -> Verdict | None:
-    got = out.double()
-    rtol, atol = (0.0, 0.0) if op.exact else TOLERANCES[dtype]
-    close = torch.isclose(got, ref, rtol=rtol, atol=atol, equal_nan=True)
-    if bool(close.all()):
-        return None
-    bad = (~close).nonzero()
-    r, c = (int(v) for v in bad[0])
-    where = (
-        f"{len(bad)} of {close.numel()} values differ; first at row {r}, column {c}: "
-        f"got {got[r, c].item():.6g}, expected {ref[r, c].to(out.dtype).item():.6g}"
-    )  # the expected value as the output's dtype holds it (no float32 1e-256)
-    if bool((~torch.isfinite(got) & torch.isfinite(ref)).any()):
-        return Verdict(Failure.NONFINITE, f"NaN or inf where the reference is finite; {where}")
-    if torch.allclose(got.flatten().sort().values, ref.flatten().sort().values, rtol, atol):
-        if torch.unique(ref).numel() < ref.numel() // 2:
-            return Verdict(
-                Failure.AMBIGUOUS,
-                "the expected values, nearly all equal (rows of ±1e4 give one-hot rows), in "
-                f"other places: wrong loads or wrong stores could do that; {where}",
-            )
-        return Verdict(Failure.PERMUTED, f"the right values in the wrong places; {where}")
-    if not op.exact and op.normalized:
-        sums = got.sum(dim=1)
-        low = sums < 1 - 4 * rtol  # beyond the rounding of N outputs
-        high = sums > 1 + 4 * rtol  # mass moved between rows, not lost: a layout problem
-        if bool(low.any()) and not bool(high.any()):
-            row = int(low.nonzero()[0])
-            text = f"row {row} sums to {sums[row].item():.6g}, not 1; {where}"
-            return Verdict(Failure.SUM_LOW, text)
-    return Verdict(Failure.VALUES, where)
-
-
-def _bad_input(kind: str, device, generator) -> tuple[torch.Tensor, int, tuple[str, ...]]:
-    """The input for a bad-input case and the words its error message must contain."""
-    if kind == "3-d":
-        return torch.randn(2, 3, 4, generator=generator).to(device), 4, ("3-D", "(2, 3, 4)")
-    if kind == "int-dtype":
-        return (
-            torch.randint(0, 9, (4, 5), generator=generator, dtype=torch.int32).to(device),
-            4,
-            ("int32",),
-        )
-    if kind == "warps-6":
-        return torch.randn(4, 5, generator=generator).to(device), 6, ("6",)
-    if kind == "cpu-input":
-        return torch.randn(4, 5, generator=generator), 4, ("cpu", "CPU")
-    raise ValueError(f"unknown bad input {kind!r}; choose one of {', '.join(BAD_INPUTS)}.")
-
-
-def bad_input_case(kind: str, device, generator) -> tuple[tuple, int, str, tuple[str, ...]]:
-    """A bad-input case's arguments, num_warps, description and the words its error must
-    contain."""
-    x, num_warps, words = _bad_input(kind, device, generator)
-    what = (
-        f"{tuple(x.shape)} {str(x.dtype).removeprefix('torch.')} on {x.device}, "
-        f"num_warps={num_warps}"
-    )
-    return (x,), num_warps, what, words
-
-
-def _run_bad_input(fn, case: Case, device, generator, seen: Observation | None = None) -> Verdict:
-    """Call `fn` on a bad input: it must raise ValueError or TypeError naming the problem."""
-    args, num_warps, what, words = bad_input_case(case.bad_input, device, generator)
-    return _expect_refusal(fn, args, num_warps, what, words, seen)
-
-
-def _expect_refusal(
-    fn, args: tuple, num_warps: int, what: str, words: tuple[str, ...], seen=None
-) -> Verdict:
-    """`fn(*args)` must raise ValueError or TypeError with one of `words` in its message;
-    `what` describes the input in the verdict."""
-    out = _called(fn, *args, num_warps=num_warps)
-    if seen is not None:
-        seen.saw(out, [])
-    return refusal_verdict(out, what, words)
-
-
-def refusal_verdict(out: object, what: str, words: tuple[str, ...]) -> Verdict:
-    """The verdict on a bad input's call from what it returned or raised (`out`, or its
-    wire form: a dict with "raised" and "message")."""
-    if isinstance(out, BaseException):
-        out = returned_to_wire(out)
-    if not isinstance(out, dict) or "raised" not in out:
-        return Verdict(
-            Failure.NOT_RAISED, f"{what}: accepted; it must raise ValueError or TypeError"
-        )
-    name, message = str(out["raised"]), str(out.get("message", ""))
-    if out.get("refusal") in ("ValueError", "TypeError"):
-        if any(word in message for word in words):
-            return Verdict(None, f"{what}: refused ({name})")
-        first = message.strip().splitlines()[0][:300] if message.strip() else ""
-        return Verdict(
-            Failure.UNCLEAR_ERROR,
-            f"{what}: raised {name}({first!r}), which does not name "
-            f"the problem (expected one of {', '.join(map(repr, words))} in the message)",
-        )
-    return Verdict(
-        Failure.UNCLEAR_ERROR, f"{what}: raised {name}, expected ValueError or TypeError"
-    )
-
-
-def _exception_kind(exc: BaseException) -> Failure:
-    """MEMORY when the call ran out of host or device memory, else EXCEPTION."""
-    text = str(exc).lower()
-    if isinstance(exc, MemoryError) or "can't allocate memory" in text or "out of memory" in text:
-        return Failure.MEMORY
-    return Failure.EXCEPTION
-
-
-def _raised_text(exc: BaseException) -> str:
-    """'raised Name: first line of its message', or 'raised Name' when it has none."""
-    exc = _unwrapped(exc)
-    message = _compile_error(exc) if isinstance(exc, CompilationError) else _first_line(exc)
-    return f"raised {type(exc).__name__}" + (f": {message}" if message else "")
-
-
-def _unwrapped(exc: BaseException) -> BaseException:
-    """What the kernel itself raised: Triton's interpreter wraps it in an InterpreterError
-    (once per nested @triton.jit call) whose __cause__ it is."""
-    while isinstance(exc, InterpreterError) and exc.__cause__ is not None:
-        exc = exc.__cause__
-    return exc
-
-
-def _compile_error(exc: CompilationError) -> str:
-    """Where Triton refused the kernel and why; its own first line is only "at 10:34:"."""
-    why = exc.error_message or (_first_line(exc.__cause__) if exc.__cause__ else "")
-    lineno = getattr(exc.node, "lineno", None)
-    lines = (exc.src or "").splitlines()
-    if lineno is None or not 0 < lineno <= len(lines):
-        return why[:300]
-    return f"kernel line {lineno}, `{lines[lineno - 1].strip()}`: {why}"[:300]
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0][:300] if text else ""

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 import torch
 
+from learning.workshops.checking.raised import exception_kind, raised_text, refusal_facts
+from learning.workshops.checking.records import DTYPES
 from learning.workshops.checking.views import sentinel_view
 
 WIRE_DTYPES = {
@@ -63,8 +65,6 @@ class Inputs:
 def build_inputs(kind: str, case, seed: int) -> Inputs:
     """The storages of `case` for an op of `kind` ("new", "in-place", "backward"), drawn from
     `seed` on the CPU (a bad-input case has none: its input is the spec itself)."""
-    from learning.workshops.checking.cases import DTYPES
-
     if case.bad_input:
         return Inputs([])
     generator = torch.Generator().manual_seed(seed)
@@ -129,15 +129,12 @@ def tensor_from_wire(wire: object) -> torch.Tensor:
 def returned_to_wire(value: object) -> dict:
     """What a call gave back, as data: a tensor, the exception it raised, or another type."""
     if isinstance(value, BaseException):
-        from learning.workshops.checking.cases import _exception_kind, _raised_text
-
-        refusal = next((k.__name__ for k in (ValueError, TypeError) if isinstance(value, k)), None)
+        facts = refusal_facts(value)  # the kind a bad input must raise, subclasses included
         return {
-            "raised": type(value).__name__[:100],
-            "refusal": refusal,  # the kind a bad input must raise, subclasses included
-            "message": str(value)[: 3 * TEXT_LIMIT],
-            "text": _raised_text(value)[:TEXT_LIMIT],
-            "kind": str(_exception_kind(value)),
+            **facts,
+            "message": facts["message"][: 3 * TEXT_LIMIT],
+            "text": raised_text(value)[:TEXT_LIMIT],
+            "kind": str(exception_kind(value)),
         }
     if isinstance(value, torch.Tensor):
         return {"tensor": tensor_to_wire(value)}

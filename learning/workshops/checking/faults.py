@@ -10,7 +10,7 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
-from learning.workshops.checking.cases import Case, CaseResult, Failure, Verdict
+from learning.workshops.checking.records import Case, CaseResult, Failure, Verdict
 
 INTERNAL_ERROR = Failure.INTERNAL_ERROR.value
 """A case's failure when its checks raised, and the status of a test they raised in."""

@@ -22,29 +22,25 @@ import torch
 
 from learning.workshops.checking.allocations import GuardAllocations
 from learning.workshops.checking.audit import OwnershipError, audit, verify_in_place
-from learning.workshops.checking.cases import (
+from learning.workshops.checking.bad_inputs import run_bad_input
+from learning.workshops.checking.compare import changed, compare
+from learning.workshops.checking.exchange import Inputs, Observation, view_of
+from learning.workshops.checking.launches import count_launches
+from learning.workshops.checking.raised import called, first_line, raised_text
+from learning.workshops.checking.records import (
     AUDIT_FAILURES,
     Case,
     CaseResult,
     Failure,
-    Op,
     Verdict,
-    _called,
-    _changed,
-    _compare,
-    _expect_refusal,
-    _first_line,
-    _raised_text,
-    _run_bad_input,
 )
-from learning.workshops.checking.exchange import Inputs, Observation, view_of
-from learning.workshops.checking.launches import count_launches
+from learning.workshops.checking.suites import Op
 from learning.workshops.checking.views import describe
 from learning.workshops.contracts import interpreter_active, shared_address
 
 IN_PLACE_FAILURES = {
     "outside-view": Failure.OUTSIDE_VIEW,
-    "read-after-write": Failure.FOREIGN_READ,
+    "read-after-write": Failure.READ_AFTER_WRITE,
     "duplicate": Failure.OWNERSHIP,
     "stray-store": Failure.OUTSIDE_VIEW,
 }
@@ -65,12 +61,13 @@ def run_case(
     generator = torch.Generator().manual_seed(seed)
     if op.kind == "backward":
         if case.bad_input:
-            return CaseResult.of(case, _backward_bad_input(fn, case, device, generator, seen))
+            verdict = run_bad_input(fn, case, device, generator, seen, backward=True)
+            return CaseResult.of(case, verdict)
         with count_launches() as launches:
             verdict = _run_backward(fn, op, case, device, inputs, seen)
     else:
         if case.bad_input:
-            return CaseResult.of(case, _run_bad_input(fn, case, device, generator, seen))
+            return CaseResult.of(case, run_bad_input(fn, case, device, generator, seen))
         with count_launches() as launches:
             verdict = _run_in_place(fn, op, case, device, inputs, seen)
     return CaseResult.of(case, verdict, len(launches), case.cols)
@@ -104,16 +101,16 @@ def _refuses(fn, x: torch.Tensor, storage: torch.Tensor, case: Case, why: str, s
     strides, before any launch, the storage untouched."""
     before = storage.clone()
     with count_launches() as launches:
-        out = _called(fn, x, num_warps=case.num_warps)
+        out = called(fn, x, num_warps=case.num_warps)
     if seen is not None:
         seen.saw(out, [storage])
-    written = bool(_changed(before, storage).any())
+    written = bool(changed(before, storage).any())
     if not isinstance(out, Exception):
         text = f"accepted, though {why}" + ("; the storage was written" if written else "")
         return Verdict(Failure.ALIASING, f"{text}; refuse it (ValueError) before launching")
     if not isinstance(out, (ValueError, TypeError)):
         return Verdict(
-            Failure.UNCLEAR_ERROR, f"{_raised_text(out)}, expected a ValueError naming the strides"
+            Failure.UNCLEAR_ERROR, f"{raised_text(out)}, expected a ValueError naming the strides"
         )
     if written or len(launches):
         return Verdict(
@@ -126,7 +123,7 @@ def _refuses(fn, x: torch.Tensor, storage: torch.Tensor, case: Case, why: str, s
     if not named:
         return Verdict(
             Failure.UNCLEAR_ERROR,
-            f"raised {type(out).__name__}({_first_line(out)!r}), which does not name the "
+            f"raised {type(out).__name__}({first_line(out)!r}), which does not name the "
             f"strides {tuple(x.stride())}",
         )
     return Verdict(None, f"refused ({type(out).__name__}), storage untouched")
@@ -141,7 +138,7 @@ def _in_place(fn, op: Op, x: torch.Tensor, storage: torch.Tensor, case: Case, se
         outside[x.storage_offset() + _indices(x).flatten()] = False
     audited = _audited(x, read_only=False)
     with count_launches(watch=x) as log, audited as trace, GuardAllocations() as mode:
-        out = _called(fn, x, num_warps=case.num_warps)
+        out = called(fn, x, num_warps=case.num_warps)
     if seen is not None:
         seen.saw(out, [storage], in_place=isinstance(out, torch.Tensor) and _same_view(out, x))
     if trace is not None and trace.refused is not None:
@@ -151,13 +148,13 @@ def _in_place(fn, op: Op, x: torch.Tensor, storage: torch.Tensor, case: Case, se
     if isinstance(out, OwnershipError):
         return Verdict(Failure.OUTSIDE_VIEW, str(out))
     if isinstance(out, Exception):
-        return Verdict(Failure.EXCEPTION, _raised_text(out))
+        return Verdict(Failure.EXCEPTION, raised_text(out))
     stray = mode.guards.stray()
     if stray:
-        return Verdict(Failure(stray[0]), stray[1])
-    changed = _changed(before, storage) & outside
-    if bool(changed.any()):
-        index = int(changed.nonzero()[0])
+        return Verdict(AUDIT_FAILURES[stray[0]], stray[1])
+    moved = changed(before, storage) & outside
+    if bool(moved.any()):
+        index = int(moved.nonzero()[0])
         return Verdict(
             Failure.OUTSIDE_VIEW,
             f"storage index {index}, outside the view, changed: stores must land only at "
@@ -166,7 +163,7 @@ def _in_place(fn, op: Op, x: torch.Tensor, storage: torch.Tensor, case: Case, se
     findings = verify_in_place(trace, x) if trace is not None and case.rows else []
     rank = {kind: i for i, kind in enumerate(IN_PLACE_ORDER)}
     faults = sorted((f for f in findings if f.kind in rank), key=lambda f: rank[f.kind])
-    wrong = _compare(x, expected, x.dtype, op) if case.rows else None
+    wrong = compare(x, expected, x.dtype, op) if case.rows else None
     if faults:
         text = faults[0].text + (f"; {wrong.text}" if wrong else "")
         return Verdict(IN_PLACE_FAILURES[faults[0].kind], text)
@@ -213,21 +210,21 @@ def _run_backward(fn, op: Op, case: Case, device, inputs: Inputs, seen) -> Verdi
 def _backward(fn, op: Op, case: Case, y, dy, storages, seen) -> Verdict:
     befores = [s.clone() for s in storages]
     with count_launches(watch=(y, dy)) as log, _audited(y, dy) as trace, GuardAllocations() as mode:
-        out = _called(fn, y, dy, num_warps=case.num_warps)
+        out = called(fn, y, dy, num_warps=case.num_warps)
     if seen is not None:
         seen.saw(out, list(storages))
     if trace is not None and trace.refused is not None:
         finding = trace.verify(y)[0]
         return Verdict(AUDIT_FAILURES[finding.kind], finding.text)
     if isinstance(out, Exception):
-        return Verdict(Failure.EXCEPTION, _raised_text(out))
+        return Verdict(Failure.EXCEPTION, raised_text(out))
     stray = mode.guards.stray()
     if stray:
-        return Verdict(Failure(stray[0]), stray[1])
+        return Verdict(AUDIT_FAILURES[stray[0]], stray[1])
     for name, before, after in zip(("y", "dy"), befores, storages, strict=True):
-        changed = _changed(before, after)
-        if bool(changed.any()):
-            index = int(changed.nonzero()[0])
+        moved = changed(before, after)
+        if bool(moved.any()):
+            index = int(moved.nonzero()[0])
             return Verdict(Failure.INPUT_WRITTEN, f"{name}'s storage changed at index {index}")
     if not isinstance(out, torch.Tensor):
         return Verdict(Failure.NOT_A_TENSOR, f"returned {type(out).__name__}, expected dx")
@@ -249,15 +246,15 @@ def _backward(fn, op: Op, case: Case, y, dy, storages, seen) -> Verdict:
     findings = trace.verify(y, out) if trace is not None else []
     faults = [f for f in findings if f.fault and f.kind != "unwritten"]
     expected = op.reference(y, dy)
-    wrong = _compare(out, expected, y.dtype, op)
+    wrong = compare(out, expected, y.dtype, op)
     if faults:
         text = faults[0].text + (f"; {wrong.text}" if wrong else "")
         return Verdict(AUDIT_FAILURES[faults[0].kind], text)
     if wrong:
         without_sum = (y.double() * dy.double()).to(y.dtype).double()
-        if _compare(out, without_sum, y.dtype, op) is None:
+        if compare(out, without_sum, y.dtype, op) is None:
             return Verdict(
-                Failure.NO_ROW_SUM, f"dx equals y * dy: the row sum is missing; {wrong.text}"
+                Failure.ROW_SUM, f"dx equals y * dy: the row sum is missing; {wrong.text}"
             )
         return Verdict(wrong.failure, wrong.text)
     if log.torch_reads:
@@ -267,32 +264,3 @@ def _backward(fn, op: Op, case: Case, y, dy, storages, seen) -> Verdict:
             "their strides to the kernel",
         )
     return Verdict(None, "dx matches")
-
-
-def _backward_bad_input(fn, case: Case, device, generator, seen=None) -> Verdict:
-    """A bad (y, dy) pair: it must raise ValueError or TypeError naming the problem."""
-    args, num_warps, what, words = backward_bad_case(case.bad_input, device, generator)
-    return _expect_refusal(fn, args, num_warps, what, words, seen)
-
-
-def backward_bad_case(kind: str, device, generator) -> tuple[tuple, int, str, tuple[str, ...]]:
-    """A bad (y, dy) pair's arguments, num_warps, description and the words its error must
-    contain."""
-
-    def randn(*shape, dtype=torch.float32):
-        return torch.randn(*shape, generator=generator).to(dtype=dtype, device=device)
-
-    y, dy, num_warps, words = {
-        "shape-mismatch": lambda: (randn(4, 5), randn(5, 4), 4, ("(4, 5)", "(5, 4)")),
-        "3-d": lambda: (randn(2, 3, 4), randn(2, 3, 4), 4, ("3-D", "(2, 3, 4)")),
-        "int-dtype": lambda: (
-            torch.randint(0, 9, (4, 5), generator=generator, dtype=torch.int32).to(device),
-            torch.randint(0, 9, (4, 5), generator=generator, dtype=torch.int32).to(device),
-            4,
-            ("int32",),
-        ),
-        "warps-6": lambda: (randn(4, 5), randn(4, 5), 6, ("6",)),
-    }[kind]()
-    what = f"y {tuple(y.shape)}, dy {tuple(dy.shape)} {str(y.dtype).removeprefix('torch.')}"
-    what += f", num_warps={num_warps}"
-    return (y, dy), num_warps, what, words

@@ -13,30 +13,31 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from learning.workshops.checking.cases import CaseResult, Failure
+from learning.workshops.checking.records import CaseResult, Failure
 
 
 class HintId(enum.StrEnum):
     """A hint's id: what `check --hint` prints, the sidecars record and the zoo names; in
-    the order of `RULES`."""
+    the order of `RULES`. A hint that one failure leads to takes its id from `Failure`,
+    which owns the string: one name on the wire and in the hints."""
 
     UNFINISHED = "unfinished"
     BLOCK_POINTERS = "block-pointers"
-    CRASH = "crash"
-    TIMEOUT = "timeout"
-    MEMORY = "memory"
-    INPUT_WRITTEN = "input-written"
-    STALE_OUTPUT = "stale-output"
-    NO_KERNEL = "no-kernel"
-    COPY = "copy"
-    ALIASING = "aliasing"  # from here to ROW_SUM and BACKWARD_STRIDES: the optional exercises
-    OUTSIDE_VIEW = "write-outside-view"
-    READ_AFTER_WRITE = "read-after-write"
-    ROW_SUM = "row-sum"
-    EMPTY_ROWS = "empty-rows"
+    CRASH = Failure.CRASH.value
+    TIMEOUT = Failure.TIMEOUT.value
+    MEMORY = Failure.MEMORY.value
+    INPUT_WRITTEN = Failure.INPUT_WRITTEN.value
+    STALE_OUTPUT = Failure.STALE_OUTPUT.value
+    NO_KERNEL = Failure.NO_KERNEL.value
+    COPY = Failure.COPY.value
+    ALIASING = Failure.ALIASING.value  # to ROW_SUM, and BACKWARD_STRIDES: the optional ones
+    OUTSIDE_VIEW = Failure.OUTSIDE_VIEW.value
+    READ_AFTER_WRITE = Failure.READ_AFTER_WRITE.value
+    ROW_SUM = Failure.ROW_SUM.value
+    EMPTY_ROWS = Failure.EMPTY_ROWS.value
     VALIDATION = "validation"
-    DTYPE = "dtype"
-    STORE_MASK = "store-mask"
+    DTYPE = Failure.DTYPE.value
+    STORE_MASK = Failure.STORE_MASK.value
     RUNNING_MAX = "running-max"
     BLOCK_SIZE = "block-size"
     PADDING = "padding"
@@ -45,7 +46,7 @@ class HintId(enum.StrEnum):
     DOUBLE_OFFSET = "double-offset"
     COLUMN_STRIDE = "column-stride"
     OUTPUT_LAYOUT = "output-layout"
-    NOT_IN_PLACE = "not-in-place"
+    NOT_IN_PLACE = Failure.NOT_IN_PLACE.value
 
 
 MESSAGES = {
@@ -282,7 +283,7 @@ def _outside_view(results: list[CaseResult]) -> list[CaseResult]:
     they land on other elements of the view they also give foreign reads and wrong values."""
     if not any(r.failure == Failure.OUTSIDE_VIEW for r in results):
         return []
-    kinds = (Failure.OUTSIDE_VIEW, Failure.FOREIGN_READ, Failure.OWNERSHIP, *VALUE_FAILURES)
+    kinds = (Failure.OUTSIDE_VIEW, Failure.READ_AFTER_WRITE, Failure.OWNERSHIP, *VALUE_FAILURES)
     return [r for r in results if r.failure in kinds]
 
 
@@ -330,8 +331,8 @@ RULES: tuple[tuple[HintId, Rule], ...] = (
     (HintId.COPY, _failures(Failure.COPY)),
     (HintId.ALIASING, _failures(Failure.ALIASING)),
     (HintId.OUTSIDE_VIEW, _outside_view),
-    (HintId.READ_AFTER_WRITE, _failures(Failure.FOREIGN_READ)),
-    (HintId.ROW_SUM, _failures(Failure.NO_ROW_SUM)),
+    (HintId.READ_AFTER_WRITE, _failures(Failure.READ_AFTER_WRITE)),
+    (HintId.ROW_SUM, _failures(Failure.ROW_SUM)),
     (HintId.EMPTY_ROWS, _empty_rows),
     (HintId.VALIDATION, _failures(Failure.NOT_RAISED, Failure.UNCLEAR_ERROR)),
     (HintId.DTYPE, _failures(Failure.DTYPE)),

@@ -12,17 +12,8 @@ from __future__ import annotations
 
 import torch
 
-from learning.workshops.checking.cases import (
-    Case,
-    CaseResult,
-    Failure,
-    Op,
-    Verdict,
-    _changed,
-    _compare,
-    bad_input_case,
-    refusal_verdict,
-)
+from learning.workshops.checking.bad_inputs import bad_case
+from learning.workshops.checking.compare import changed, compare
 from learning.workshops.checking.exchange import (
     TEXT_LIMIT,
     Inputs,
@@ -30,6 +21,9 @@ from learning.workshops.checking.exchange import (
     tensor_from_wire,
     view_of,
 )
+from learning.workshops.checking.raised import refusal_verdict
+from learning.workshops.checking.records import Case, CaseResult, Failure, Verdict
+from learning.workshops.checking.suites import Op
 from learning.workshops.checking.views import describe
 from learning.workshops.contracts import shared_address
 
@@ -69,12 +63,7 @@ def judge(op: Op, case: Case, inputs: Inputs, seen: object) -> Verdict:
 
 def _bad_input(op: Op, case: Case, call: dict) -> Verdict:
     generator = torch.Generator()  # the words do not depend on the values
-    if op.kind == "backward":
-        from learning.workshops.checking.followons import backward_bad_case
-
-        _, _, what, words = backward_bad_case(case.bad_input, "cpu", generator)
-    else:
-        _, _, what, words = bad_input_case(case.bad_input, "cpu", generator)
+    _, _, what, words = bad_case(case.bad_input, op.kind == "backward", "cpu", generator)
     return refusal_verdict(call["returned"], what, words)
 
 
@@ -100,11 +89,11 @@ def _storages_after(call: dict, befores: list[torch.Tensor]) -> list[torch.Tenso
 
 def _written(befores: list[torch.Tensor], afters: list[torch.Tensor], names: list[str]):
     for name, before, after in zip(names, befores, afters, strict=True):
-        changed = _changed(before, after)
-        if bool(changed.any()):
+        moved = changed(before, after)
+        if bool(moved.any()):
             return Verdict(
                 Failure.INPUT_WRITTEN,
-                f"{name} storage changed at index {int(changed.nonzero()[0])}",
+                f"{name} storage changed at index {int(moved.nonzero()[0])}",
             )
     return None
 
@@ -142,7 +131,7 @@ def _contiguous(shape: tuple, stride: tuple) -> bool:
 
 
 def _values(op: Op, out: torch.Tensor, reference: torch.Tensor, dtype) -> Verdict | None:
-    return _compare(out, reference, dtype, op) if out.numel() else None
+    return compare(out, reference, dtype, op) if out.numel() else None
 
 
 def _new(op: Op, case: Case, inputs: Inputs, calls: list[dict]) -> Verdict:
@@ -199,7 +188,7 @@ def _in_place(op: Op, case: Case, inputs: Inputs, call: dict) -> Verdict:
             return _at(where, Verdict(Failure.ALIASING, f"accepted, though {why}"))
         if returned.get("refusal") not in ("ValueError", "TypeError"):
             return _at(where, Verdict(Failure.UNCLEAR_ERROR, f"raised {returned['raised']}"))
-        if bool(_changed(storage, after).any()):
+        if bool(changed(storage, after).any()):
             return _at(where, Verdict(Failure.ALIASING, "refused only after writing the storage"))
         message = str(returned.get("message", ""))
         if str(tuple(x.stride())) not in message and "stride" not in message.lower():
@@ -211,9 +200,9 @@ def _in_place(op: Op, case: Case, inputs: Inputs, call: dict) -> Verdict:
     inside = torch.zeros(storage.shape, dtype=torch.bool)
     if x.numel():
         inside[view_of(torch.arange(storage.numel()), case.geometry).flatten()] = True
-    changed = _changed(storage, after) & ~inside
-    if bool(changed.any()):
-        index = int(changed.nonzero()[0])
+    moved = changed(storage, after) & ~inside
+    if bool(moved.any()):
+        index = int(moved.nonzero()[0])
         return _at(
             where,
             Verdict(Failure.OUTSIDE_VIEW, f"storage index {index}, outside the view, changed"),
@@ -247,9 +236,9 @@ def _backward(op: Op, case: Case, inputs: Inputs, call: dict) -> Verdict:
         wrong = _values(op, out, op.reference(y, dy), y.dtype)
         if wrong is not None:
             without_sum = (y.double() * dy.double()).to(y.dtype).double()
-            if _compare(out, without_sum, y.dtype, op) is None:
+            if compare(out, without_sum, y.dtype, op) is None:
                 wrong = Verdict(
-                    Failure.NO_ROW_SUM, f"dx equals y * dy: the row sum is missing; {wrong.text}"
+                    Failure.ROW_SUM, f"dx equals y * dy: the row sum is missing; {wrong.text}"
                 )
             return _at(where, wrong)
     return Verdict(None, f"{where}: dx matches")

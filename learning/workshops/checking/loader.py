@@ -20,6 +20,9 @@ from types import ModuleType
 
 from IPython.core.inputtransformer2 import TransformerManager
 
+DEFINITIONS = " (definitions)"
+"""The suffix of a notebook's definitions module's file name (`load_module`)."""
+
 
 class LoadError(Exception):
     """The implementation could not be loaded; the message says why and what to do."""
@@ -132,7 +135,7 @@ def load_module(path: Path) -> ModuleType:
         raise LoadError(f"{path} does not exist; pass --impl with your .py file or notebook.")
     if path.suffix == ".ipynb":
         name = f"student_{path.stem}_definitions"
-        loader = DefinitionsLoader(notebook_definitions(path), f"{path.resolve()} (definitions)")
+        loader = DefinitionsLoader(notebook_definitions(path), f"{path.resolve()}{DEFINITIONS}")
         spec = importlib.util.spec_from_loader(name, loader, origin=loader.filename)
     elif path.suffix == ".py":
         name = f"student_{path.stem}"
@@ -150,6 +153,18 @@ def load_module(path: Path) -> ModuleType:
             f"{path} raised {type(exc).__name__} while loading: {exc}".splitlines()[0]
         ) from None
     return module
+
+
+def place(filename: str, lineno: int) -> str:
+    """Where line `lineno` of `filename` is, as its author finds it: "impl.py line 12", or
+    for a notebook's definitions the cell it came from ("cell 18 under the heading ...")."""
+    if not filename.endswith(DEFINITIONS):
+        return f"{Path(filename).name} line {lineno}"
+    lines = linecache.getlines(filename)
+    for line in reversed(lines[: max(0, lineno - 1)]):
+        if line.startswith("# --- ") and line.rstrip().endswith(" ---"):
+            return f"{Path(filename.removesuffix(DEFINITIONS)).name}, {line.strip()[6:-4]}"
+    return f"{Path(filename.removesuffix(DEFINITIONS)).name}"
 
 
 def load_function(path: Path, name: str):

@@ -24,8 +24,8 @@ from pathlib import Path
 
 import torch
 
-from learning.workshops.checking.cases import DTYPES, Case, CaseResult, Failure, Verdict
 from learning.workshops.checking.hints import Hint, HintId
+from learning.workshops.checking.records import DTYPES, Case, CaseResult, Failure, Verdict
 from learning.workshops.checking.views import describe, sentinel_view
 
 MAX_RUNS = 30
