@@ -44,11 +44,13 @@ class Member:
 def members(folder: Path) -> list[Member]:
     """The family, the reference (of every op) and the in-process bugs that are not races,
     written under `folder`."""
-    from grader.zoo import BUGS, REFERENCE, SHAPES, base_path, write_bug
+    from grader.zoo import BUGS, DECOMPOSITIONS, REFERENCE, base_path, write_bug
 
     found = [Member("reference", str(REFERENCE), "strided_softmax", None)]
     found += [Member(f"reference-{op}", str(REFERENCE), op, None) for op in FOLLOW_ON_OPS]
-    found += [Member(f"shape-{s}", str(base_path(s)), "strided_softmax", None) for s in SHAPES]
+    found += [
+        Member(f"shape-{s}", str(base_path(s)), "strided_softmax", None) for s in DECOMPOSITIONS
+    ]
     found += [
         Member(bug.name, str(write_bug(bug, folder)), bug.op, bug.hint)
         for bug in BUGS

@@ -6,7 +6,7 @@ check command and a buggy notebook submission for the autograder.
 
 Most members edit the reference (`grader/reference.py`, one program per row). Students also
 copy public kernels decomposed in other ways, so members may edit one of the correct
-shapes in `grader/shapes/` instead (`Bug.base`, listed in `SHAPES`): the same bug must get
+shapes in `grader/shapes/` instead (`Bug.base`, listed in `DECOMPOSITIONS`): the same bug must get
 the same hint whichever way the rows are split among programs.
 """
 
@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REFERENCE = Path(__file__).with_name("reference.py")
-SHAPES_DIR = Path(__file__).with_name("shapes")
+DECOMPOSITIONS_DIR = Path(__file__).with_name("shapes")
 
-SHAPES = {
+DECOMPOSITIONS = {
     "grid_1_m": "grid (1, M), the row on axis 1, as kernels launched over (heads, rows) read it",
     "grid_3d": "a 3-D grid, rows spread over axes 1 and 2, idle programs past the last row",
     "persistent": "fewer programs than rows in a grid-stride loop, as Triton's tutorial runs",
@@ -52,7 +52,7 @@ class Bug:
     edits: tuple[Edit, ...]
     loses: frozenset[str]
     op: str = "strided_softmax"
-    base: str = "reference"  # the source edited: the reference, or a name in SHAPES
+    base: str = "reference"  # the source edited: the reference, or a name in DECOMPOSITIONS
 
 
 _LOAD = 'X + row * SR + cols * SC, mask=mask, other=-float("inf")'
@@ -667,9 +667,9 @@ def base_path(base: str) -> Path:
     """The file a bug's edits apply to: the reference, or `grader/shapes/<base>.py`."""
     if base == "reference":
         return REFERENCE
-    if base not in SHAPES:
-        raise KeyError(f"no base {base!r}; use 'reference' or one of {', '.join(SHAPES)}")
-    return SHAPES_DIR / f"{base}.py"
+    if base not in DECOMPOSITIONS:
+        raise KeyError(f"no base {base!r}; use 'reference' or one of {', '.join(DECOMPOSITIONS)}")
+    return DECOMPOSITIONS_DIR / f"{base}.py"
 
 
 def base_source(base: str) -> str:

@@ -11,7 +11,7 @@ from notebook_cells import SOURCE, graded_cells, lost_cells
 
 from grader import course
 from grader.grading.hidden import course_draw
-from grader.zoo import BUGS, SHAPES
+from grader.zoo import BUGS, DECOMPOSITIONS
 
 KILLS_KERNEL = ("segfaults", "never-returns")
 """Bugs that kill or hang the kernel in a visible cell (as they would this process): nbgrader
@@ -50,7 +50,7 @@ def test_bug_loses_exactly_its_cells(bug, tmp_path):
     assert lost_cells(path, course_draw(), isolated, skip) == set(bug.loses)
 
 
-@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("shape", DECOMPOSITIONS)
 def test_every_decomposition_loses_nothing(shape, tmp_path):
     """Does a correct kernel decomposed another way (another grid axis, a persistent loop,
     several rows or column tiles per program, a compiled handle, autotune, heuristics)

@@ -50,8 +50,7 @@ def test_every_decomposition_computes_every_timing_shape():
     """Does each correct decomposition compute each shape the timing cell may draw, as a
     transposed fp32 view (65536 rows included: over CUDA's 65535 programs on grid axis 1)?"""
     from grader.grading.gpu_timing import SHAPES
-    from grader.zoo import SHAPES as DECOMPOSITIONS
-    from grader.zoo import base_path
+    from grader.zoo import DECOMPOSITIONS, base_path
     from learning.workshops.checking.loader import load_function
 
     for shape in DECOMPOSITIONS:
@@ -257,10 +256,10 @@ def test_every_decomposition_is_graded_by_its_speed(tmp_path):
     """Is each correct decomposition timed against the reference and given the points of its
     ratio, full points when it is at least as fast?"""
     from grader.grading.gpu_timing import band, timing_points
-    from grader.zoo import SHAPES, base_path
+    from grader.zoo import DECOMPOSITIONS, base_path
 
     rows = []
-    for shape in SHAPES:
+    for shape in DECOMPOSITIONS:
         sidecar = tmp_path / f"{shape}.json"
         points = timing_points(2, impl=base_path(shape), sidecar=sidecar)
         record = json.loads(sidecar.read_text())

@@ -16,7 +16,7 @@ from grader.cohort.gradebook import _student_record
 from grader.course import shape_cells
 from grader.grading.grading_log import MAX_FLAGS, GradingLog, read_record, record_paths
 from grader.grading.screen import WHY, Course, Flag, flags_to_text, screen
-from grader.zoo import BUGS, SHAPES, apply, base_source
+from grader.zoo import BUGS, DECOMPOSITIONS, apply, base_source
 
 SOURCE = course.REPO / "source" / course.ASSIGNMENT / course.NOTEBOOK
 COURSE = Course.of(nbformat.read(SOURCE, as_version=4))
@@ -76,7 +76,7 @@ def test_the_solution_and_the_release_get_no_flag():
     assert screen(nbformat.read(release, as_version=4), COURSE) == []
 
 
-@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("shape", DECOMPOSITIONS)
 def test_every_decomposition_gets_no_flag(shape):
     """Does each correct decomposition (autotune, compiled handle, persistent, ...) pass?"""
     assert screen(course.shape_notebook(course.REPO, shape), COURSE) == []

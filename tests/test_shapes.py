@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.zoo import SHAPE_BUGS, SHAPES, base_path, write_bug
+from grader.zoo import DECOMPOSITIONS, SHAPE_BUGS, base_path, write_bug
 from learning.workshops.checking.cases import OPS, CaseResult, suite
 from learning.workshops.checking.hints import diagnose
 from learning.workshops.checking.loader import load_module
@@ -29,7 +29,7 @@ def public_results(path: Path, op: str) -> list[CaseResult]:
 
 
 @pytest.mark.parametrize("op", ["strided_softmax", "softmax_kernel"])
-@pytest.mark.parametrize("shape", list(SHAPES))
+@pytest.mark.parametrize("shape", list(DECOMPOSITIONS))
 def test_shape_passes(shape, op):
     """Does this correct decomposition pass every public case of the op, with no hint?"""
     results = public_results(base_path(shape), op)

@@ -5,7 +5,16 @@ from __future__ import annotations
 import pytest
 import triton
 
-from grader.zoo import BUGS, REFERENCE, SHAPES, Edit, apply, base_path, base_source, write_bug
+from grader.zoo import (
+    BUGS,
+    DECOMPOSITIONS,
+    REFERENCE,
+    Edit,
+    apply,
+    base_path,
+    base_source,
+    write_bug,
+)
 from learning.workshops.check import run_check
 from learning.workshops.checking.cases import OPS
 from learning.workshops.checking.hints import BLOCK_POINTERS_GONE
@@ -79,10 +88,10 @@ def test_edits_apply_exactly_once(bug):
 
 
 def test_every_shape_is_a_file():
-    """Does every shape the zoo lists have its module, and every module a SHAPES entry?"""
+    """Does every shape the zoo lists have its module, and every module a DECOMPOSITIONS entry?"""
     folder = base_path("reference").with_name("shapes")
-    assert {p.stem for p in folder.glob("*.py")} - {"__init__"} == set(SHAPES)
-    assert all(base_path(name).is_file() for name in SHAPES)
+    assert {p.stem for p in folder.glob("*.py")} - {"__init__"} == set(DECOMPOSITIONS)
+    assert all(base_path(name).is_file() for name in DECOMPOSITIONS)
 
 
 def test_edit_that_matches_nothing_is_refused():
