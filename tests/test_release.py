@@ -131,3 +131,57 @@ def test_untouched_release_fails_every_test():
     listed = done.stdout.split("The following cell passed:")[1:]
     assert len(listed) == 4
     assert all(re.search(r"strided_softmax_(backward)?\b", cell) for cell in listed), listed
+
+
+PREDICTION = "predicted = None"
+"""The line of the notebook's first exercise the student edits: their prediction."""
+
+
+def prediction_cells(path) -> tuple[list, int]:
+    """The notebook's cells, and the index of the prediction's cell."""
+    cells = nbformat.read(path, as_version=4).cells
+    ask = [i for i, c in enumerate(cells) if c.cell_type == "code" and PREDICTION in c.source]
+    assert len(ask) == 1, "one cell holds the prediction"
+    return cells, ask[0]
+
+
+def test_the_transpose_waits_for_the_prediction():
+    """Does the release ask for the prediction before anything shows the transpose: no text
+    before it gives the transpose's indices or strides, and the next cell draws it and prints
+    its strides only once a prediction was made, saying whether it was right?"""
+    cells, ask = prediction_cells(RELEASE)
+    before = "\n".join(c.source for c in cells[:ask])
+    assert "draw_view(t" not in before
+    for answer in ("[[0, 3], [1, 4], [2, 5]]", "(1, 3)", "0, 3, 1, 4"):
+        assert answer not in before
+    reveal = cells[ask + 1].source
+    assert "draw_view(t" in reveal
+    shown = []
+    namespace = {
+        "torch": __import__("torch"),
+        "draw_view": lambda view, title: shown.append(("drawn", tuple(view.stride()))),
+        "display": lambda thing: None,
+        "print": lambda *words: shown.append(" ".join(map(str, words))),
+    }
+    for prediction, verdict in ((None, None), ([[0, 3], [1, 4], [2, 5]], "right")):
+        shown.clear()
+        exec(reveal, dict(namespace, predicted=prediction))
+        if verdict is None:
+            assert shown and all(isinstance(s, str) and "(1, 3)" not in s for s in shown)
+            assert "No prediction yet" in shown[0]
+        else:
+            assert shown[0].endswith(f": {verdict}") and ("drawn", (1, 3)) in shown
+    exec(reveal, dict(namespace, predicted=[[0, 1], [2, 3], [4, 5]]))
+    assert shown[-3].endswith(": not quite")
+
+
+def test_a_prediction_costs_nothing():
+    """Does a submission whose prediction line is filled in (the one course line the
+    notebook asks the student to edit) raise no flag in the source screen, so it keeps every
+    point? (A cell that also set `t`, which a test cell sets, read as monkeypatching.)"""
+    from grader.grading.screening import screen_submission
+
+    notebook = course.solved_notebook(course.REPO)
+    cell = next(c for c in notebook.cells if PREDICTION in c.source)
+    cell.source = cell.source.replace(PREDICTION, "predicted = [[0, 3], [1, 4], [2, 5]]")
+    assert screen_submission(notebook, SOURCE) == []
