@@ -68,3 +68,20 @@ def test_course_config_installs_both_plugins():
     plugin = assigner.plugin_class(parent=assigner)
     assert (plugin.percent_per_day, plugin.grace_minutes) == (10.0, 15.0)
     assert ExportApp(config=config).plugin_class is StatusCsvExport
+
+
+def test_which_policies_can_deduct_points():
+    """Is a late policy said to apply for the course's 10 % and another plugin, and not for
+    0 % or nbgrader's default plugin, which never deducts (collect then needs no times)?"""
+    from nbgrader.plugins import LateSubmissionPlugin
+
+    from grader.grading.late import course_late_plugin, policy_applies
+
+    assert policy_applies(course_late_plugin(ROOT))
+    assert not policy_applies(DailyLatePenalty(percent_per_day=0.0))
+    assert not policy_applies(LateSubmissionPlugin())
+
+    class Flat(LateSubmissionPlugin):
+        pass
+
+    assert policy_applies(Flat())

@@ -8,7 +8,9 @@ after the due date plus `grace_minutes`, and never goes below zero. With the def
 nbgrader's `AssignLatePenalties` (in the autograde pipeline) calls the plugin with each
 notebook's score and the submission's seconds past its due date (the gradebook's due date,
 plus any extension) and stores the penalty in the gradebook; `grader.export` applies the
-same plugin again to the current score, so manual grades added later are penalised alike.
+same plugin again to the current score, so manual grades added later are penalised alike,
+and `refresh_penalties` stores that penalty again (`grader.handgrade` after each hand grade,
+`grader.feedback` before feedback is written), so that feedback shows it too.
 Configured in `nbgrader_config.py`:
 
     c.AssignLatePenalties.plugin_class = "grader.grading.late.DailyLatePenalty"
@@ -19,6 +21,7 @@ Configured in `nbgrader_config.py`:
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 from nbgrader.plugins import LateSubmissionPlugin
 from traitlets import Float
@@ -70,3 +73,44 @@ class DailyLatePenalty(LateSubmissionPlugin):
             score,
         )
         return min(penalty, score)
+
+
+def course_late_plugin(root: Path):
+    """The late-submission plugin of the course at `root`, configured as its
+    nbgrader_config.py configures autograde's `AssignLatePenalties`."""
+    from nbgrader.preprocessors import AssignLatePenalties
+    from traitlets.config.loader import PyFileConfigLoader
+
+    config = PyFileConfigLoader("nbgrader_config.py", path=str(root)).load_config()
+    assigner = AssignLatePenalties(config=config)
+    return assigner.plugin_class(parent=assigner)
+
+
+def policy_applies(plugin) -> bool:
+    """Whether late work can lose points under `plugin`: nbgrader's default plugin and a
+    `DailyLatePenalty` of 0 % never deduct anything."""
+    from nbgrader.plugins import LateSubmissionPlugin
+
+    if isinstance(plugin, DailyLatePenalty):
+        return plugin.percent_per_day > 0
+    return type(plugin) is not LateSubmissionPlugin
+
+
+def notebook_penalty(plugin, student: str, score: float, seconds_late: float) -> float:
+    """One notebook's penalty as nbgrader's AssignLatePenalties computes and bounds it."""
+    if seconds_late <= 0:
+        return 0.0
+    penalty = plugin.late_submission_penalty(student, score, seconds_late)
+    return 0.0 if penalty is None else min(max(0.0, float(penalty)), score)
+
+
+def refresh_penalties(submission, plugin) -> None:
+    """Store on each notebook of an nbgrader `submission` the penalty `plugin` gives its
+    current score, as autograde stores it (None when on time); the caller commits."""
+    seconds = float(submission.total_seconds_late or 0.0)
+    for notebook in submission.notebooks:
+        notebook.late_submission_penalty = (
+            notebook_penalty(plugin, submission.student.id, float(notebook.score), seconds)
+            if seconds > 0
+            else None
+        )
