@@ -121,14 +121,15 @@ c.DailyLatePenalty.grace_minutes = 15.0
 c.GradeHiddenCells.timing_bands = [(1.10, 1.0), (1.5, 0.75), (2.5, 0.5), (5.0, 0.25)]
 c.GradeHiddenCells.timing_slowest_fraction = 0.1
 
-# Collecting from the LMS (`nbgrader zip_collect i1_strided_softmax`): put the LMS's download
-# (a zip of every submission) in downloaded/i1_strided_softmax/archive/; zip_collect unzips it
-# into downloaded/i1_strided_softmax/extracted/ and copies each notebook to
-# submitted/<student>/i1_strided_softmax/. Canvas names each file
-# <name>_[late_]<user id>_<submission id>_<your file name>[-<n>].ipynb (-<n> for a resubmission):
-# the Canvas user id becomes the nbgrader student id, so import the roster with those ids
-# (`nbgrader db student import roster.csv`, a column `id`). For Moodle or Blackboard, change
-# this pattern (nbgrader's FileNameCollectorPlugin.named_regexp: student_id and file_id).
+# Collecting from the LMS (`python -m grader.collect i1_strided_softmax`): keep every LMS
+# download (a zip of every submission) in downloaded/i1_strided_softmax/archive/ and its
+# submissions export (the times) in downloaded/i1_strided_softmax/times/; collect copies each
+# student's latest notebook to submitted/<student>/i1_strided_softmax/ (grader/collect.py).
+# Canvas names each file <name>_[late_]<user id>_<number>_<your file name>[-<n>].ipynb (-<n>
+# for a resubmission): the Canvas user id becomes the nbgrader student id, so import the
+# roster with those ids (`nbgrader db student import roster.csv`, a column `id`), and Canvas's
+# `late_` marker is kept as evidence (the group `late`). For Moodle or Blackboard, change this
+# pattern (nbgrader's FileNameCollectorPlugin.named_regexp: student_id and file_id).
 c.FileNameCollectorPlugin.named_regexp = (
-    r".*/[^/_]+_(?:late_)?(?P<student_id>\d+)_\d+_(?P<file_id>[^/]+?)(?:-\d+)?\.ipynb$"
+    r".*/[^/_]+_(?P<late>late_)?(?P<student_id>\d+)_\d+_(?P<file_id>[^/]+?)(?:-\d+)?\.ipynb$"
 )

@@ -1,0 +1,439 @@
+"""Collect the LMS's downloads into `submitted/`, every download in turn, newest winning, with
+each submission's time taken from the LMS's own record of it.
+
+    python -m grader.collect i1_strided_softmax [--course PATH] [--times FILE ...] [--no-times]
+
+Why not `nbgrader zip_collect`: it stops on a second download ("Directory not empty"; with
+`--force`, "Duplicate submission file. No timestamps for comparison") until the first is moved
+away, and Canvas's file names carry no submission time, so late work went unpenalised
+without a word. Here:
+
+- Every download stays in `downloaded/<assignment>/archive/` (a zip of submissions, or a
+  loose notebook), taken oldest first by its file's modification time (the moment it was
+  saved), then by name. An LMS download holds each student's latest submission, so a later
+  download replaces what an earlier one gave for every student it holds; students it lacks
+  keep theirs. One download holding two notebooks for one student is refused for them.
+- File names are matched with the course's `FileNameCollectorPlugin.named_regexp` (Canvas's
+  pattern in nbgrader_config.py: `student_id`, `file_id`, and `late`, Canvas's `late_`
+  marker, kept as evidence).
+- Submission times come from the LMS's submissions export (`load_times`): every `.csv` and
+  `.json` in `downloaded/<assignment>/times/`, and each `--times FILE`. A CSV has a header
+  with `user_id` (or `student_id`, `id`) and `submitted_at` (or `timestamp`), and optionally
+  `late`; a JSON file is a list of such objects, as Canvas's submissions API returns them.
+  Times need a zone (`Z`, `+01:00`). A student's latest time is their submission's time.
+- A submission that is new or changed is written to `submitted/<student>/<assignment>/`:
+  the notebook, `timestamp.txt` (its time, none when unknown) and `i1_collected.json` (which
+  download and file it came from, the LMS's late marker, its time and where that came from;
+  nbgrader never copies it on, `CourseDirectory.ignore`). Unchanged ones are not touched, so
+  `grader.parallel --changed` grades exactly the new and resubmitted work.
+- When the assignment has a due date and the late policy can deduct points
+  (`grader.grading.late.policy_applies`), a new or changed submission without a time is
+  refused, the whole run with it, before anything is written; `--no-times` collects anyway
+  and says, per student, that lateness will not count. A late marker that disagrees with the
+  time and the due date is reported.
+
+Exit status: 0 collected, 2 refused or a usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import re
+import sys
+import zipfile
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from grader.gradebook import GradebookError, gradebook_url, open_gradebook
+
+EVIDENCE = "i1_collected.json"
+"""What collect writes beside each submission it takes (ignored by nbgrader's copies)."""
+SCHEMA = "i1-collected/1"
+MAX_NOTEBOOK_BYTES = 64 * 1024 * 1024
+"""A notebook larger than this in a download is skipped, with a warning."""
+STUDENT_COLUMNS = ("user_id", "student_id", "id")
+TIME_COLUMNS = ("submitted_at", "timestamp")
+
+
+class CollectError(Exception):
+    """Nothing was collected: the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class LmsTime:
+    """When the LMS says a student submitted, where that was read, and its late flag."""
+
+    submitted_at: datetime  # naive UTC, as nbgrader keeps times
+    source: str
+    late: bool | None = None
+
+
+@dataclass(frozen=True)
+class Found:
+    """One student's notebook in one download."""
+
+    student: str
+    notebook: str  # the release notebook's file name
+    download: str
+    member: str
+    data: bytes
+    lms_late: bool
+
+
+def parse_time(text: str) -> datetime:
+    """A time with its zone as naive UTC; ValueError without a zone or when unreadable."""
+    from dateutil import parser
+
+    try:
+        when = parser.isoparse(text.strip())
+    except ValueError:
+        when = parser.parse(text.strip())
+    if when.tzinfo is None:
+        raise ValueError(f"{text!r} has no time zone: add Z for UTC, or its offset")
+    return when.astimezone(UTC).replace(tzinfo=None)
+
+
+def shown(when: datetime | None) -> str:
+    """A time as timestamp.txt and messages write it: '2026-12-02 09:30:00 UTC'."""
+    return "" if when is None else f"{when:%Y-%m-%d %H:%M:%S} UTC"
+
+
+def _flag(value) -> bool | None:
+    text = str(value).strip().lower()
+    return {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}.get(text)
+
+
+def _rows(path: Path) -> list[dict]:
+    """The rows of a times file: a CSV with a header, or a JSON list of objects."""
+    if path.suffix.lower() == ".json":
+        rows = json.loads(path.read_text())
+        if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+            raise CollectError(f"{path}: expected a JSON list of submissions, as Canvas gives")
+        return rows
+    with path.open(newline="", encoding="utf-8-sig") as fh:
+        return list(csv.DictReader(fh))
+
+
+def load_times(paths: list[Path]) -> dict[str, LmsTime]:
+    """Each student's latest submission time in the LMS's submissions exports at `paths`."""
+    times: dict[str, LmsTime] = {}
+    for path in paths:
+        for number, row in enumerate(_rows(path), start=2):
+            student = next((row[c] for c in STUDENT_COLUMNS if row.get(c) not in (None, "")), None)
+            stamp = next((row[c] for c in TIME_COLUMNS if row.get(c) not in (None, "")), None)
+            if student is None and stamp is None:
+                continue
+            if student is None or stamp is None:
+                if student is not None:  # Canvas lists unsubmitted students with no time
+                    continue
+                raise CollectError(
+                    f"{path}, row {number}: no student id: the header needs one of "
+                    f"{', '.join(STUDENT_COLUMNS)} and one of {', '.join(TIME_COLUMNS)}"
+                )
+            try:
+                when = parse_time(str(stamp))
+            except (ValueError, OverflowError) as exc:
+                raise CollectError(f"{path}, row {number}: {exc}") from None
+            found = LmsTime(when, path.name, _flag(row.get("late", "")))
+            key = str(student).strip()
+            if key not in times or when >= times[key].submitted_at:
+                times[key] = found
+    return times
+
+
+def course_config(root: Path):
+    """The course's nbgrader configuration (its nbgrader_config.py)."""
+    from traitlets.config.loader import PyFileConfigLoader
+
+    if not (root / "nbgrader_config.py").is_file():
+        raise CollectError(f"{root} is not a course: it has no nbgrader_config.py")
+    return PyFileConfigLoader("nbgrader_config.py", path=str(root)).load_config()
+
+
+def downloads(folder: Path) -> list[Path]:
+    """The downloads in `folder`, oldest first (modification time, then name)."""
+    if not folder.is_dir():
+        return []
+    files = [p for p in folder.iterdir() if p.is_file() and not p.name.startswith(".")]
+    return sorted(files, key=lambda p: (p.stat().st_mtime, p.name))
+
+
+def _members(path: Path) -> list[tuple[str, zipfile.ZipInfo | None]]:
+    if zipfile.is_zipfile(path):
+        with zipfile.ZipFile(path) as archive:
+            return [(i.filename, i) for i in archive.infolist() if not i.is_dir()]
+    return [(path.name, None)]
+
+
+def find_notebooks(download: Path, pattern: str, notebooks: set[str], say) -> list[Found]:
+    """The release notebooks in one download, by student; others are skipped with a line."""
+    found = []
+    for member, info in _members(download):
+        match = re.match(pattern, f"{download.name}/{member}")
+        if not match or "student_id" not in match.groupdict():
+            if member.endswith(".ipynb"):
+                say(f"skipped {download.name}: {member}: not named as the LMS names submissions")
+            continue
+        notebook = Path(match["file_id"]).stem + ".ipynb"
+        if notebook not in notebooks:
+            say(f"skipped {download.name}: {member}: not a notebook of the assignment")
+            continue
+        size = info.file_size if info else download.stat().st_size
+        if size > MAX_NOTEBOOK_BYTES:
+            say(f"skipped {download.name}: {member}: {size} bytes, over {MAX_NOTEBOOK_BYTES}")
+            continue
+        if info is None:
+            data = download.read_bytes()
+        else:
+            with zipfile.ZipFile(download) as archive:
+                data = archive.read(info)
+        late = bool(match.groupdict().get("late"))
+        found.append(Found(match["student_id"], notebook, download.name, member, data, late))
+    return found
+
+
+def latest(found: list[Found], order: list[str]) -> dict[tuple[str, str], Found]:
+    """Each (student, notebook)'s file from the latest download that holds it; CollectError
+    when one download holds two for the same student and notebook."""
+    rank = {name: i for i, name in enumerate(order)}
+    chosen: dict[tuple[str, str], Found] = {}
+    for item in sorted(found, key=lambda f: rank[f.download]):
+        key = (item.student, item.notebook)
+        old = chosen.get(key)
+        if old is not None and old.download == item.download:
+            raise CollectError(
+                f"{item.download} holds two files for student {item.student}: {old.member} and "
+                f"{item.member}; remove the older one from the download and collect again"
+            )
+        chosen[key] = item
+    return chosen
+
+
+@dataclass
+class Collected:
+    """What one collect run did, student by student."""
+
+    new: list[str]
+    resubmitted: list[str]
+    unchanged: list[str]
+    untimed: list[str]  # written without a submission time (--no-times)
+    lines: list[str]
+
+    @property
+    def changed(self) -> list[str]:
+        return sorted(self.new + self.resubmitted)
+
+
+def _due_date(root: Path, assignment: str) -> datetime | None:
+    """The assignment's due date in the course's gradebook (naive UTC), or None."""
+    from nbgrader.api import MissingEntry
+
+    try:
+        with open_gradebook(gradebook_url(root)) as gradebook:
+            return gradebook.find_assignment(assignment).duedate
+    except MissingEntry:
+        return None
+    except GradebookError as exc:
+        raise CollectError(str(exc)) from None
+
+
+def _state(folder: Path, files: dict[str, bytes], stamp: str) -> bool:
+    """Whether `folder` already holds exactly these notebooks and this timestamp.txt."""
+    clock = folder / "timestamp.txt"
+    old = clock.read_text().strip() if clock.is_file() else ""
+    same = all((folder / n).is_file() and (folder / n).read_bytes() == d for n, d in files.items())
+    return same and old == stamp
+
+
+def _write(path: Path, data: bytes) -> None:
+    part = path.with_name(f".{path.name}.part")
+    part.write_bytes(data)
+    part.replace(path)
+
+
+@dataclass(frozen=True)
+class _Take:
+    """A submission to write: its files, its LMS time, and where it goes."""
+
+    files: list[Found]
+    when: LmsTime | None
+    target: Path
+
+    @property
+    def stamp(self) -> str:
+        return shown(self.when.submitted_at) if self.when else ""
+
+
+def _found(root: Path, assignment: str, say) -> dict[tuple[str, str], Found]:
+    """Each (student, notebook)'s latest file over every download of `assignment`; each
+    file skipped is told to `say`."""
+    pattern = course_config(root).FileNameCollectorPlugin.get("named_regexp")
+    if not pattern:
+        raise CollectError(
+            "nbgrader_config.py sets no c.FileNameCollectorPlugin.named_regexp: give the "
+            "LMS's file name pattern, with the groups student_id and file_id"
+        )
+    notebooks = {p.name for p in (root / "release" / assignment).glob("*.ipynb")}
+    if not notebooks:
+        raise CollectError(
+            f"no release notebooks in {root / 'release' / assignment}: run "
+            f"`nbgrader generate_assignment {assignment}` first"
+        )
+    archive = root / "downloaded" / assignment / "archive"
+    files = downloads(archive)
+    if not files:
+        raise CollectError(f"no downloads in {archive}: save the LMS's zip there")
+    found = [f for d in files for f in find_notebooks(d, pattern, notebooks, say)]
+    return latest(found, [d.name for d in files])
+
+
+def _plan(root: Path, assignment: str, chosen, lms: dict[str, LmsTime]) -> dict[str, _Take]:
+    """The students whose submission differs from what `submitted/` holds, and what to write."""
+    plan = {}
+    for student in sorted({s for s, _ in chosen}):
+        mine = [f for (s, _), f in chosen.items() if s == student]
+        take = _Take(mine, lms.get(student), root / "submitted" / student / assignment)
+        if not _state(take.target, {f.notebook: f.data for f in mine}, take.stamp):
+            plan[student] = take
+    return plan
+
+
+def _refuse_untimed(untimed: list[str], plan: dict[str, _Take], due, times: Path) -> None:
+    marked = [s for s in untimed if any(f.lms_late for f in plan[s].files)]
+    late = f" ({', '.join(marked)} marked late by the LMS)" if marked else ""
+    raise CollectError(
+        f"no submission time for {len(untimed)} new or changed submission"
+        f"{'s' * (len(untimed) != 1)}: {', '.join(untimed)}{late}. The due date is "
+        f"{shown(due)} and late work loses points, but the LMS's file names carry no time: "
+        f'save its submissions export in {times} (README, "Submission times") and collect '
+        "again, or pass --no-times to collect without (late work then loses nothing). "
+        "Nothing was collected."
+    )
+
+
+def _take(student: str, take: _Take) -> None:
+    """Write one submission: its notebooks, timestamp.txt (or none) and the evidence."""
+    take.target.mkdir(parents=True, exist_ok=True)
+    for item in take.files:
+        _write(take.target / item.notebook, item.data)
+    if take.stamp:
+        _write(take.target / "timestamp.txt", (take.stamp + "\n").encode())
+    else:
+        (take.target / "timestamp.txt").unlink(missing_ok=True)
+    evidence = {
+        "schema": SCHEMA,
+        "files": [{"download": f.download, "file": f.member} for f in take.files],
+        "lms_late": any(f.lms_late for f in take.files),
+        "submitted_at": take.stamp or None,
+        "time_from": take.when.source if take.when else None,
+        "collected": shown(datetime.now(UTC).replace(tzinfo=None)),
+    }
+    _write(take.target / EVIDENCE, (json.dumps(evidence, indent=2) + "\n").encode())
+
+
+def collect(
+    root: Path, assignment: str, times: list[Path] = (), no_times: bool = False
+) -> Collected:
+    """Collect every download of `assignment` in the course at `root` (see the module's
+    docstring); CollectError, with nothing written, when it cannot."""
+    from grader.grading.late import course_late_plugin, policy_applies
+
+    root = Path(root).resolve()
+    skipped: list[str] = []
+    chosen = _found(root, assignment, skipped.append)
+    folder = root / "downloaded" / assignment / "times"
+    exports = sorted(p for p in folder.glob("*") if p.suffix.lower() in (".csv", ".json"))
+    lms = load_times([*exports, *map(Path, times)])
+    due = _due_date(root, assignment)
+    applies = due is not None and policy_applies(course_late_plugin(root))
+    plan = _plan(root, assignment, chosen, lms)
+    untimed = [s for s, take in plan.items() if take.when is None]
+    if untimed and applies and not no_times:
+        _refuse_untimed(untimed, plan, due, folder)
+    unchanged = sorted({s for s, _ in chosen} - set(plan))
+    report = Collected([], [], unchanged, untimed, skipped)
+    for student, take in plan.items():
+        (report.resubmitted if take.target.is_dir() else report.new).append(student)
+        _take(student, take)
+        report.lines += _notes(student, take.files, take.when, due, applies)
+    return report
+
+
+def _notes(student: str, mine: list[Found], when: LmsTime | None, due, applies: bool) -> list[str]:
+    """What to tell the instructor about one collected submission's time and late marker."""
+    marked = any(f.lms_late for f in mine)
+    if when is None:
+        if not applies:
+            return []
+        return [
+            f"WARNING: {student} has no submission time"
+            + (" (the LMS marked it late)" if marked else "")
+            + ": a late penalty cannot apply to it"
+        ]
+    if due is None:
+        return [f"{student}: the LMS marked it late, but the gradebook has no due date"] * marked
+    late = when.submitted_at > due
+    if marked == late:
+        return []
+    said = "late" if marked else "on time"
+    return [
+        f"NOTE: {student}: the LMS marked it {said}, but {shown(when.submitted_at)} is "
+        f"{'after' if late else 'before'} the due date {shown(due)} (an extension, or another "
+        "due date in the LMS?)"
+    ]
+
+
+def read_evidence(folder: Path) -> dict | None:
+    """What collect recorded beside a submission (`EVIDENCE`), or None."""
+    try:
+        data = json.loads((Path(folder) / EVIDENCE).read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and data.get("schema") == SCHEMA else None
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m grader.collect", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument("assignment", help="the assignment, e.g. i1_strided_softmax")
+    parser.add_argument("--course", default=".", help="course folder (default: here)")
+    parser.add_argument(
+        "--times",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="an LMS submissions export (.csv or .json) besides those in "
+        "downloaded/ASSIGNMENT/times/ (repeatable)",
+    )
+    parser.add_argument(
+        "--no-times",
+        action="store_true",
+        help="collect submissions that have no time even though late work loses points "
+        "(their lateness then counts for nothing)",
+    )
+    args = parser.parse_args(argv)
+    try:
+        done = collect(Path(args.course), args.assignment, args.times, args.no_times)
+    except (CollectError, OSError, zipfile.BadZipFile) as exc:
+        print(f"collect: {exc}", file=sys.stderr)
+        return 2
+    for line in done.lines:
+        print(line)
+    for what, who in (("new", done.new), ("resubmitted", done.resubmitted)):
+        if who:
+            print(f"{what}: {', '.join(who)}")
+    print(f"unchanged: {len(done.unchanged)}")
+    if done.changed:
+        print(
+            f"autograde the {len(done.changed)} new or resubmitted: python -m grader.parallel "
+            f"{args.assignment} --course {args.course} --changed"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

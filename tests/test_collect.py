@@ -1,0 +1,162 @@
+"""Collecting the LMS's downloads (grader.collect): every download in turn, newest winning,
+times from the LMS's export, refused without them when late work loses points.
+
+No autograde runs: one scratch course (the release and a due date in its gradebook) is
+built once and copied for each test."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+import zipfile
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from grader import collect, course
+from grader.collect import CollectError, LmsTime, load_times
+from grader.sample_cohort import DUE
+
+pytestmark = pytest.mark.nbgrader
+
+A = "doejane_12345_987001_strided_softmax.ipynb"
+A_AGAIN = "doejane_12345_987101_strided_softmax-1.ipynb"
+B_LATE = "roebob_late_23456_987002_strided_softmax.ipynb"
+ON_TIME = "2026-12-01T12:00:00Z"
+LATE = "2026-12-02T09:30:00Z"  # 16.5 h after DUE
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory) -> Path:
+    root = course.new_course(tmp_path_factory.mktemp("made") / "course")
+    course.nbgrader(root, "db", "assignment", "add", course.ASSIGNMENT, f"--duedate={DUE}")
+    return root
+
+
+@pytest.fixture
+def root(made, tmp_path) -> Path:
+    return Path(shutil.copytree(made, tmp_path / "course"))
+
+
+def download(root: Path, name: str, files: dict[str, bytes], age: float) -> Path:
+    """A zip in the archive folder, saved `age` seconds ago."""
+    archive = root / "downloaded" / course.ASSIGNMENT / "archive"
+    archive.mkdir(parents=True, exist_ok=True)
+    path = archive / name
+    with zipfile.ZipFile(path, "w") as zipped:
+        for member, data in files.items():
+            zipped.writestr(member, data)
+    stamp = time.time() - age
+    os.utime(path, (stamp, stamp))
+    return path
+
+
+def times(root: Path, name: str, text: str) -> None:
+    folder = root / "downloaded" / course.ASSIGNMENT / "times"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / name).write_text(text)
+
+
+def submitted(root: Path, student: str) -> Path:
+    return root / "submitted" / student / course.ASSIGNMENT
+
+
+def test_a_second_download_replaces_what_the_first_gave_and_nothing_else(root, capsys):
+    """With the first download still in archive/, does the second (saved later) replace the
+    notebook of the student it holds, keep the other's, write each time from the export,
+    and does a third run find nothing to do, touching no file?"""
+    download(root, "submissions.zip", {A: b"first", B_LATE: b"bob"}, age=600)
+    times(root, "1.csv", f"user_id,submitted_at\n12345,{ON_TIME}\n23456,{LATE}\n")
+    assert collect.main([course.ASSIGNMENT, "--course", str(root)]) == 0
+    assert "new: 12345, 23456" in capsys.readouterr().out
+    download(root, "submissions (1).zip", {A_AGAIN: b"second"}, age=0)
+    times(root, "2.csv", "user_id,submitted_at\n12345,2026-12-01T16:00:00Z\n")
+    assert collect.main([course.ASSIGNMENT, "--course", str(root)]) == 0
+    out = capsys.readouterr().out
+    assert "resubmitted: 12345" in out and "unchanged: 1" in out
+    assert "--changed" in out  # says how to grade them
+    assert (submitted(root, "12345") / course.NOTEBOOK).read_bytes() == b"second"
+    assert (submitted(root, "23456") / course.NOTEBOOK).read_bytes() == b"bob"
+    assert (submitted(root, "12345") / "timestamp.txt").read_text() == "2026-12-01 16:00:00 UTC\n"
+    assert (submitted(root, "23456") / "timestamp.txt").read_text() == "2026-12-02 09:30:00 UTC\n"
+    before = {p: p.stat().st_mtime_ns for p in root.glob("submitted/*/*/*")}
+    done = collect.collect(root, course.ASSIGNMENT)
+    assert (done.changed, done.unchanged) == ([], ["12345", "23456"])
+    assert {p: p.stat().st_mtime_ns for p in root.glob("submitted/*/*/*")} == before
+
+
+def test_no_times_under_a_late_policy_is_refused_before_anything_is_written(root, capsys):
+    """Without the LMS's times, is the run refused, naming the students and the one the LMS
+    marked late, with nothing in submitted/; and does --no-times collect, warning for each?"""
+    download(root, "submissions.zip", {A: b"a", B_LATE: b"b"}, age=0)
+    assert collect.main([course.ASSIGNMENT, "--course", str(root)]) == 2
+    said = capsys.readouterr().err
+    assert "no submission time for 2 new or changed submissions: 12345, 23456" in said
+    assert "(23456 marked late by the LMS)" in said and "--no-times" in said
+    assert not (root / "submitted").exists()
+    assert collect.main([course.ASSIGNMENT, "--course", str(root), "--no-times"]) == 0
+    out = capsys.readouterr().out
+    assert "WARNING: 23456 has no submission time (the LMS marked it late)" in out
+    assert "WARNING: 12345 has no submission time" in out
+    assert not (submitted(root, "23456") / "timestamp.txt").exists()
+
+
+def test_the_late_marker_is_kept_as_evidence_and_checked_against_the_time(root, capsys):
+    """Is Canvas's `late_` marker kept in i1_collected.json with the download, the file and
+    where the time came from; and is a marker that the time contradicts reported?"""
+    download(root, "submissions.zip", {A: b"a", B_LATE: b"b"}, age=0)
+    times(root, "export.csv", f"user_id,submitted_at\n12345,{LATE}\n23456,{ON_TIME}\n")
+    assert collect.main([course.ASSIGNMENT, "--course", str(root)]) == 0
+    out = capsys.readouterr().out
+    assert "NOTE: 23456: the LMS marked it late, but 2026-12-01 12:00:00 UTC is before" in out
+    assert "NOTE: 12345: the LMS marked it on time, but 2026-12-02 09:30:00 UTC is after" in out
+    evidence = collect.read_evidence(submitted(root, "23456"))
+    assert evidence["lms_late"] is True and evidence["time_from"] == "export.csv"
+    assert evidence["files"] == [{"download": "submissions.zip", "file": B_LATE}]
+    assert collect.read_evidence(submitted(root, "12345"))["lms_late"] is False
+
+
+def test_two_notebooks_for_one_student_in_one_download_are_refused(root):
+    """Does a download holding two files for one student stop the run, naming both?"""
+    download(root, "submissions.zip", {A: b"a", A_AGAIN: b"b"}, age=0)
+    with pytest.raises(CollectError, match=f"two files for student 12345: {A}"):
+        collect.collect(root, course.ASSIGNMENT, no_times=True)
+
+
+def test_times_from_canvas_csv_and_json_exports(tmp_path):
+    """Are a CSV (Canvas's column names, a BOM, students without a submission) and a JSON
+    list read, the latest time per student, in UTC; and is a time without a zone refused?"""
+    (tmp_path / "a.csv").write_text(
+        "\ufeffuser_id,submitted_at,late\n1,2026-12-01T12:00:00Z,false\n2,,\n"
+    )
+    (tmp_path / "b.json").write_text(
+        json.dumps(
+            [
+                {"user_id": 1, "submitted_at": "2026-12-02T10:30:00+01:00", "late": True},
+                {"user_id": 3, "submitted_at": None},
+            ]
+        )
+    )
+    found = load_times([tmp_path / "a.csv", tmp_path / "b.json"])
+    assert found == {"1": LmsTime(datetime(2026, 12, 2, 9, 30), "b.json", True)}
+    (tmp_path / "c.csv").write_text("user_id,submitted_at\n1,2026-12-01 12:00:00\n")
+    with pytest.raises(CollectError, match="c.csv, row 2: .* has no time zone"):
+        load_times([tmp_path / "c.csv"])
+
+
+def test_the_course_pattern_reads_canvas_names():
+    """Does nbgrader_config.py's pattern give the Canvas user id, the notebook and the late
+    marker, for a late resubmission's name too?"""
+    import re
+
+    pattern = collect.course_config(course.REPO).FileNameCollectorPlugin.named_regexp
+    match = re.match(pattern, "x.zip/roebob_late_23456_987002_strided_softmax-1.ipynb")
+    assert (match["student_id"], match["file_id"], match["late"]) == (
+        "23456",
+        "strided_softmax",
+        "late_",
+    )
+    assert re.match(pattern, "x.zip/doejane_12345_987001_strided_softmax.ipynb")["late"] is None
