@@ -20,6 +20,7 @@ from grader.grading.ahead import StartChecksAhead
 from grader.grading.execute import SandboxedExecute
 from grader.grading.extra_credit import AwardExtraCredit
 from grader.grading.feedback import StudentFeedback
+from grader.grading.fresh_start import start_regrades_fresh
 from grader.grading.grading_log import convert_hooks
 from grader.grading.restore import RestoreGradeCells
 from grader.grading.submission_files import refuse_irregular_submissions
@@ -100,6 +101,10 @@ c.Autograde.pre_convert_hook, c.Autograde.post_convert_hook = convert_hooks(ROOT
 # folder (the notebook and the folders included) makes the student ungradable, with the cause
 # in their grading log, before nbgrader copies anything (grader/grading/submission_files.py).
 refuse_irregular_submissions()
+# A regrade starts from nothing: the student's earlier scores, late penalty, submission time
+# and feedback go before it runs, so that a resubmission that cannot be graded leaves no old
+# score behind (grader/grading/fresh_start.py; hand grades stay).
+start_regrades_fresh()
 
 # Grades (issue 11): `nbgrader export` writes each submission's status (graded; ungradable,
 # with the cause from its grading log; missing) and leaves the score empty unless it was

@@ -2,19 +2,28 @@
 
 nbgrader's own CSV gives 0.0 both to a student who submitted nothing and to one whose
 notebook nbgrader could not grade (a dead kernel, a broken file, a timeout), so spreadsheet
-means count them as failures. This exporter keeps nbgrader's columns and adds:
+means count them as failures, and it gives 0 to a cell nobody has graded by hand yet. This
+exporter keeps nbgrader's columns and adds:
 
 - `seconds_late`: past the due date (extensions included), from the gradebook;
-- `status`: `graded`; `ungradable` (nbgrader has the submission but could not grade it);
-  `missing` (on the roster, nothing submitted); `not graded` (submitted, not autograded yet);
+- `status`: `graded`; `hand grading pending` (autograded, but a hand-graded cell has no
+  grade yet: `not_graded_yet` names it, and the scores count only what is graded so far);
+  `ungradable` (nbgrader has the submission but could not grade it); `missing` (on the
+  roster, nothing submitted); `not graded` (submitted, or resubmitted since it was graded,
+  and not autograded since);
 - `cause`: why an ungradable submission was not graded, from its grading record
-  (`grader.grading.grading_log`), else "no autograded notebook; see the autograde log".
+  (`grader.grading.grading_log`), else "no autograded notebook; see the autograde log"; for
+  the other statuses what the score still lacks (a hand grade, a submission time);
+- `not_graded_yet`: the hand-graded cells still without a grade, with their points;
+- `lms_late`: `yes` or `no` as the LMS marked the submission (Canvas's `late_`, kept by
+  `grader.collect`), empty when unknown.
 
-`raw_score`, `late_submission_penalty` and `score` are empty unless the status is `graded`,
-so totals and means leave those students out. The penalty is the configured late policy
-(`AssignLatePenalties.plugin_class`, `grader.grading.late`) applied to each notebook's
-current score, as autograde applies it; a manual grade added after autograde is penalised
-alike.
+`raw_score`, `late_submission_penalty` and `score` are empty unless the status is `graded`
+or `hand grading pending`, so totals and means leave the others out. The penalty is the
+configured late policy (`AssignLatePenalties.plugin_class`, `grader.grading.late`) applied
+to each notebook's current score, as autograde applies it; a manual grade added after
+autograde is penalised alike. Where a late policy applies and a submission has no time, the
+log says so, loudly, and so does its `cause`.
 Configured in `nbgrader_config.py` with `c.ExportApp.plugin_class`; run `nbgrader export`
 (`--to FILE`, default `grades.csv`).
 """
@@ -29,7 +38,9 @@ from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.coursedir import CourseDirectory
 from nbgrader.plugins import CsvExportPlugin
 
-from grader.grading.grading_log import read_record
+from grader.collect import read_evidence
+from grader.grading.grading_log import read_record, submission_fingerprint
+from grader.grading.late import notebook_penalty, policy_applies
 
 NBGRADER_COLUMNS = (
     "assignment",
@@ -45,21 +56,41 @@ NBGRADER_COLUMNS = (
     "max_score",
 )
 """nbgrader's CsvExportPlugin columns, in its order."""
-COLUMNS = (*NBGRADER_COLUMNS, "seconds_late", "status", "cause")
+COLUMNS = (
+    *NBGRADER_COLUMNS,
+    "seconds_late",
+    "status",
+    "cause",
+    "not_graded_yet",
+    "lms_late",
+)
 
 GRADED, UNGRADABLE, MISSING, NOT_GRADED = "graded", "ungradable", "missing", "not graded"
+HAND_PENDING = "hand grading pending"
 NO_NOTEBOOK = "no autograded notebook; see the autograde log"
 NOT_AUTOGRADED = "submitted but not autograded: run nbgrader autograde"
+RESUBMITTED = (
+    "resubmitted since it was graded: autograde it again "
+    "(python -m grader.parallel ASSIGNMENT --changed)"
+)
+NO_TIME = (
+    "no submission time, so no late penalty could apply: collect with the LMS's times "
+    '(README, "Submission times")'
+)
 
 
 def submission_outcome(
     root: Path, assignment: str, student: str, autograded: Path, notebooks: Iterable[str]
 ) -> tuple[str, str]:
     """(status, cause) of a submission the gradebook holds: ("graded", "") when its grading
-    record (if any) says graded and every notebook of it is in the `autograded` folder, else
-    ("ungradable", why): the record's cause, or NO_NOTEBOOK."""
+    record (if any) says graded and every notebook of it is in the `autograded` folder;
+    ("not graded", RESUBMITTED) when `submitted/` holds another submission than the one its
+    record graded; else ("ungradable", why): the record's cause, or NO_NOTEBOOK."""
     record = read_record(root, assignment, student)
     if record is not None:
+        folder = Path(root) / "submitted" / student / assignment
+        if record.submission != submission_fingerprint(folder):
+            return NOT_GRADED, RESUBMITTED.replace("ASSIGNMENT", assignment)
         status, cause = record.outcome
         if status != GRADED:
             return UNGRADABLE, " ".join(cause.split())
@@ -90,6 +121,7 @@ class StatusCsvExport(CsvExportPlugin):
             self.log.info("Exporting only students: %s", sorted(students))
         coursedir = self._coursedir()
         late = self._late_plugin()
+        rows = []
         with open(dest, "w", newline="") as fh:
             writer = csv.DictWriter(fh, fieldnames=COLUMNS, lineterminator="\n")
             writer.writeheader()
@@ -99,7 +131,29 @@ class StatusCsvExport(CsvExportPlugin):
                 for student in gradebook.students:
                     if students and student.id not in students:
                         continue
-                    writer.writerow(self.row(gradebook, coursedir, late, assignment, student))
+                    rows.append(self.row(gradebook, coursedir, late, assignment, student))
+                    writer.writerow(rows[-1])
+        self._warn(rows)
+
+    def _warn(self, rows: list[dict]) -> None:
+        """Say, loudly, which scores are not final: hand grades to come, times missing."""
+        pending = [r["student_id"] for r in rows if r["status"] == HAND_PENDING]
+        if pending:
+            self.log.warning(
+                "%d submission(s) still have cells to grade by hand, so their scores count "
+                "only what is graded so far (status %r): %s",
+                len(pending),
+                HAND_PENDING,
+                ", ".join(pending),
+            )
+        untimed = [r["student_id"] for r in rows if NO_TIME in r["cause"]]
+        if untimed:
+            self.log.warning(
+                "NO SUBMISSION TIME for %d submission(s) under a late policy: lateness cannot "
+                "count for %s. Collect with the LMS's submission times and autograde again.",
+                len(untimed),
+                ", ".join(untimed),
+            )
 
     def row(self, gradebook: Gradebook, coursedir: CourseDirectory, late, assignment, student):
         """The CSV row of one student and assignment, as a dict of strings."""
@@ -135,11 +189,21 @@ class StatusCsvExport(CsvExportPlugin):
             Path(folder),
             [n.name for n in notebooks],
         )
-        row.update(status=status, cause=cause)
+        row.update(status=status, cause=cause, lms_late=_lms_late(coursedir, assignment, student))
         if status != GRADED:
             return row
+        notes = []
+        waiting = not_graded_yet(notebooks)
+        if waiting:
+            row.update(status=HAND_PENDING, not_graded_yet="; ".join(waiting))
+            notes.append(f"{'; '.join(waiting)} not graded yet: grade it by hand, then export")
+        if submission.timestamp is None and assignment.duedate and policy_applies(late):
+            notes.append(NO_TIME)
+        row["cause"] = "; ".join(notes)
         raw = float(submission.score)
-        penalty = sum(_penalty(late, student.id, float(n.score), seconds_late) for n in notebooks)
+        penalty = sum(
+            notebook_penalty(late, student.id, float(n.score), seconds_late) for n in notebooks
+        )
         row.update(
             raw_score=_number(raw),
             late_submission_penalty=_number(penalty),
@@ -159,9 +223,21 @@ class StatusCsvExport(CsvExportPlugin):
         return AssignLatePenalties(parent=self).plugin_class(parent=self)
 
 
-def _penalty(plugin, student: str, score: float, seconds_late: float) -> float:
-    """One notebook's penalty as nbgrader's AssignLatePenalties computes and bounds it."""
-    if seconds_late <= 0:
-        return 0.0
-    penalty = plugin.late_submission_penalty(student, score, seconds_late)
-    return 0.0 if penalty is None else min(max(0.0, float(penalty)), score)
+def not_graded_yet(notebooks) -> list[str]:
+    """The cells of a submission's `notebooks` (nbgrader's) that no one and nothing has
+    graded yet, each with its points: after an autograde, the hand-graded ones."""
+    return [
+        f"{grade.name} ({float(grade.max_score):g} points)"
+        for notebook in notebooks
+        for grade in notebook.grades
+        if grade.auto_score is None and grade.manual_score is None
+    ]
+
+
+def _lms_late(coursedir: CourseDirectory, assignment, student) -> str:
+    """ "yes" or "no" as the LMS marked the submission late (`grader.collect`), "" unknown."""
+    folder = coursedir.format_path(coursedir.submitted_directory, student.id, assignment.name)
+    evidence = read_evidence(Path(folder))
+    if evidence is None:
+        return ""
+    return "yes" if evidence.get("lms_late") else "no"

@@ -466,6 +466,18 @@ def _taken(shard: tuple[int, int], taken: Sequence[str], of: int) -> str:
     return f"shard {shard[0]}/{shard[1]} takes {len(taken)} of {of} students: {names}"
 
 
+def _changed(course: Path, assignment: str, students: Sequence[str] | None) -> list[str]:
+    """Of `students` (default: every submission), those not graded since they were collected
+    (`grader.grading.grading_log.changed_since_graded`); says how many, on stderr."""
+    from grader.grading.grading_log import changed_since_graded
+
+    chosen = select_students(course, assignment, students)
+    changed = [s for s in chosen if changed_since_graded(course, assignment, s)]
+    names = ", ".join(changed) if changed else "nothing to grade"
+    print(f"--changed: {len(changed)} of {len(chosen)} submissions: {names}", file=sys.stderr)
+    return changed
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == [_SERVE]:  # a worker process started by autograde_parallel
@@ -482,6 +494,12 @@ def main(argv: list[str] | None = None) -> int:
         help="nbgrader processes at once (default: the number of CPU cores)",
     )
     parser.add_argument("--student", action="append", help="grade only this student (repeat)")
+    parser.add_argument(
+        "--changed",
+        action="store_true",
+        help="grade only the submissions not graded since they were collected (new or "
+        "resubmitted: their grading record names another submission, or there is none)",
+    )
     add_gradebook_option(parser)
     parser.add_argument(
         "--shard",
@@ -493,6 +511,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     course = Path(args.course)
     try:
+        if args.changed:
+            args.student = _changed(course, args.assignment, args.student)
+            if not args.student:
+                return 0
         shard = parse_shard(args.shard) if args.shard is not None else None
         if shard is not None:  # which students this machine takes, before it grades them
             chosen = select_students(course, args.assignment, args.student)

@@ -24,8 +24,15 @@ from traitlets.config import Config
 
 from grader import cohort, course
 from grader.course import ASSIGNMENT
-from grader.export import COLUMNS, NBGRADER_COLUMNS, NO_NOTEBOOK, StatusCsvExport
-from grader.grading.grading_log import STOPPED, GradingLog
+from grader.export import (
+    COLUMNS,
+    NBGRADER_COLUMNS,
+    NO_NOTEBOOK,
+    NO_TIME,
+    RESUBMITTED,
+    StatusCsvExport,
+)
+from grader.grading.grading_log import STOPPED, GradingLog, submission_fingerprint
 from grader.grading.late import DailyLatePenalty
 from grader.sample_cohort import DUE, LATE, ON_TIME
 
@@ -211,6 +218,9 @@ def test_nbgrader_export_in_a_scratch_course(tmp_path):
                 for cell in code:
                     grade = gradebook.find_grade(cell.name, NOTEBOOK, ASSIGNMENT, student)
                     grade.auto_score, grade.needs_manual_grade = cell.max_score, False
+                if student == "graded":  # its prediction graded by hand; late's waits
+                    grade = gradebook.find_grade("prediction", NOTEBOOK, ASSIGNMENT, student)
+                    grade.manual_score = 2.0
                 folder = root / "autograded" / student / ASSIGNMENT
                 folder.mkdir(parents=True)
                 nbformat.write(nbformat.v4.new_notebook(), folder / course.NOTEBOOK)
@@ -225,14 +235,18 @@ def test_nbgrader_export_in_a_scratch_course(tmp_path):
     assert tuple(reader.fieldnames) == COLUMNS
     assert points == 18
     graded = rows["graded"]
-    assert (graded["status"], graded["raw_score"], graded["score"]) == ("graded", "18.0", "18.0")
+    assert (graded["status"], graded["raw_score"], graded["score"]) == ("graded", "20.0", "20.0")
+    assert graded["not_graded_yet"] == graded["cause"] == ""
     late = rows["late"]
     assert (late["status"], late["seconds_late"], late["raw_score"]) == (
-        "graded",
+        "hand grading pending",
         "59400.0",
         "18.0",
     )
+    assert late["not_graded_yet"] == "prediction (2 points)"
+    assert late["cause"] == "prediction (2 points) not graded yet: grade it by hand, then export"
     assert (late["late_submission_penalty"], late["score"]) == ("1.8", "16.2")  # 10 %
+    assert "1 submission(s) still have cells to grade by hand" in done.stdout + done.stderr
     crashed = rows["crashed"]
     assert (crashed["status"], crashed["cause"], crashed["score"]) == ("ungradable", DIED, "")
     assert (rows["missing"]["status"], rows["missing"]["score"]) == ("missing", "")
@@ -248,7 +262,8 @@ def test_sample_cohort_export_after_a_real_autograde(graded_sample_course):
     with (root / "grades.csv").open(newline="") as fh:
         rows = {row["student_id"]: row for row in csv.DictReader(fh)}
     late, solution = rows["late-solution"], rows["solution"]
-    assert (late["status"], float(late["seconds_late"])) == ("graded", 16.5 * 3600)
+    assert (late["status"], float(late["seconds_late"])) == ("hand grading pending", 16.5 * 3600)
+    assert late["not_graded_yet"] == solution["not_graded_yet"] == "prediction (2 points)"
     raw = float(late["raw_score"])
     assert raw == float(solution["raw_score"]) > 0
     assert float(late["late_submission_penalty"]) == pytest.approx(0.1 * raw)
@@ -261,3 +276,40 @@ def test_sample_cohort_export_after_a_real_autograde(graded_sample_course):
     assert crasher["status"] == "ungradable" and crasher["cause"]
     assert crasher["raw_score"] == crasher["score"] == ""
     assert (rows["no-submission"]["status"], rows["no-submission"]["score"]) == ("missing", "")
+
+
+def test_a_resubmission_not_graded_since_shows_no_old_score(fake_course):
+    """When submitted/ holds another submission than the one the grading record graded, are
+    the export and the cohort report "not graded", with no score from the old one?"""
+    folder = fake_course / "submitted" / "graded" / ASSIGNMENT
+    folder.mkdir(parents=True)
+    nbformat.write(nbformat.v4.new_notebook(), folder / course.NOTEBOOK)
+    row = next(r for r in _export(fake_course) if r["student_id"] == "graded")
+    cause = RESUBMITTED.replace("ASSIGNMENT", ASSIGNMENT)
+    assert (row["status"], row["cause"], row["raw_score"], row["score"]) == (
+        "not graded",
+        cause,
+        "",
+        "",
+    )
+    table = cohort.build_report(fake_course, ASSIGNMENT).table.set_index(["student", "cell"])
+    assert table.loc[("graded", "test_a"), "status"] == "not graded"
+    assert math.isnan(table.loc[("graded", "test_a"), "score"])
+
+
+def test_no_time_under_a_late_policy_and_the_lms_marker(fake_course, caplog):
+    """Does a graded submission with no time, where a due date and a late policy apply, say
+    so in its cause and, loudly, in the log; and does the LMS's late marker reach lms_late?"""
+    with Gradebook(f"sqlite:///{fake_course / 'gradebook.db'}") as gradebook:
+        gradebook.find_submission(ASSIGNMENT, "graded").timestamp = None
+        gradebook.db.commit()
+    folder = fake_course / "submitted" / "late" / ASSIGNMENT
+    folder.mkdir(parents=True)
+    (folder / "i1_collected.json").write_text('{"schema": "i1-collected/1", "lms_late": true}')
+    record = GradingLog(fake_course, ASSIGNMENT, "late")
+    record.grading(submission_fingerprint(folder))  # what was graded: this folder
+    with caplog.at_level("WARNING"):
+        rows = {row["student_id"]: row for row in _export(fake_course)}
+    assert (rows["graded"]["status"], rows["graded"]["cause"]) == ("graded", NO_TIME)
+    assert "NO SUBMISSION TIME for 1 submission(s) under a late policy" in caplog.text
+    assert (rows["late"]["lms_late"], rows["graded"]["lms_late"]) == ("yes", "")

@@ -108,10 +108,12 @@ def _student_record(gradebook, course: Path, assignment: str, student: str) -> S
     except MissingEntry:
         return StudentRecord(student, False, False, submitted_folder, None)
     notebooks = [nb.name for nb in submission.notebooks]
-    from grader.export import UNGRADABLE, submission_outcome  # imports nbgrader: only here
+    from grader.export import NOT_GRADED, UNGRADABLE, submission_outcome  # imports nbgrader
     from grader.grading.grading_log import read_record
 
     status, cause = submission_outcome(course, assignment, student, folder, notebooks)
+    if status == NOT_GRADED:  # resubmitted since graded: the gradebook's grades are not its
+        return StudentRecord(student, False, False, submitted_folder, None)
     graded = read_record(course, assignment, student)
     return StudentRecord(
         student,

@@ -7,10 +7,18 @@ live outside `autograded/`, which nbgrader deletes when a student fails, and out
 `feedback/`. nbgrader's pre-convert hook starts the record, the preprocessors add what they
 did, and the post-convert hook marks it graded; a record still "grading" afterwards means
 nbgrader stopped on that submission, and its cause is the last one recorded.
+
+A record also says which submission it graded (`submission`, a fingerprint of the notebooks
+and `timestamp.txt` in `submitted/`), so that a resubmission collected since shows
+(`changed_since_graded`: `grader.parallel --changed` grades those, the export and feedback
+refuse to show the old grades for them), and the fingerprint of each hand-graded answer
+(`answers`, `grader.grading.hand_grading`), carried from one grading to the next, so that a
+hand grade stays exactly as long as the answer it graded.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from collections.abc import Callable, Iterable
@@ -42,6 +50,8 @@ class GradingRecord:
     started: str = ""
     finished: str = ""
     lines: list[str] = field(default_factory=list)
+    submission: str = ""  # submission_fingerprint of what was graded
+    answers: dict[str, str] = field(default_factory=dict)  # hand-graded cell -> answer_hash
 
     @property
     def outcome(self) -> tuple[str, str]:
@@ -81,14 +91,28 @@ class GradingLog:
         self.record = read_record(root, assignment, student) or GradingRecord(student, assignment)
 
     def begin(self) -> GradingLog:
-        """Start a fresh record (an earlier grading's is replaced)."""
-        self.record = GradingRecord(self.record.student, self.record.assignment, started=_now())
+        """Start a fresh record (an earlier grading's is replaced; only the fingerprints of
+        the hand-graded answers carry over, until this grading records its own)."""
+        old = self.record
+        self.record = GradingRecord(
+            old.student, old.assignment, started=_now(), answers=dict(old.answers)
+        )
         self.say(f"autograding {self.record.assignment} for {self.record.student}")
         return self
 
     def say(self, line: str) -> None:
         """Add one line to the log."""
         self.record.lines.append(f"{_now()}  {line}")
+        self._write()
+
+    def grading(self, fingerprint: str) -> None:
+        """Record which submission this grading grades (`submission_fingerprint`)."""
+        self.record.submission = fingerprint
+        self._write()
+
+    def answered(self, answers: dict[str, str]) -> None:
+        """Record the fingerprints of the hand-graded answers this grading saw."""
+        self.record.answers = dict(answers)
         self._write()
 
     def cause(self, cause: str) -> None:
@@ -140,6 +164,31 @@ def _replace(path: Path, text: str) -> None:
     os.replace(part, path)
 
 
+SUBMISSION_FILES = ("*.ipynb", "timestamp.txt")
+"""What a submission's fingerprint covers: its notebooks and its submission time."""
+
+
+def submission_fingerprint(folder: Path) -> str:
+    """A sha256 of the notebooks and `timestamp.txt` in a `submitted/<student>/<assignment>`
+    folder (names and bytes); "" when it has none of them. Nothing is followed."""
+    digest = hashlib.sha256()
+    found = False
+    for pattern in SUBMISSION_FILES:
+        for path in sorted(Path(folder).glob(pattern)):
+            if path.is_file() and not path.is_symlink():
+                found = True
+                digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest() if found else ""
+
+
+def changed_since_graded(root: Path, assignment: str, student: str) -> bool:
+    """Whether the student's submission in `submitted/` is not the one their last grading
+    record graded (no record, a record from before fingerprints, or a resubmission)."""
+    record = read_record(root, assignment, student)
+    folder = Path(root) / "submitted" / student / assignment
+    return record is None or record.submission != submission_fingerprint(folder)
+
+
 def unreadable_notebook(path: str) -> str | None:
     """Why nbgrader cannot read the notebook at `path`, or None when it can."""
     try:
@@ -155,6 +204,7 @@ def convert_hooks(root: Path) -> tuple[Callable, Callable]:
 
     def started(notebooks: list[str], **_) -> None:
         log = _log(notebooks).begin()
+        log.grading(submission_fingerprint(Path(notebooks[0]).parent))
         for path in notebooks:
             problem = unreadable_notebook(path)
             if problem:
