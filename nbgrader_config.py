@@ -22,6 +22,7 @@ from grader.grading.extra_credit import AwardExtraCredit
 from grader.grading.feedback import StudentFeedback
 from grader.grading.fresh_start import start_regrades_fresh
 from grader.grading.grading_log import convert_hooks
+from grader.grading.hand_grading import KeepHandGrades, NotGradedYet
 from grader.grading.restore import RestoreGradeCells
 from grader.grading.submission_files import refuse_irregular_submissions
 from grader.grading.trusted import GradeHiddenCells
@@ -77,6 +78,7 @@ c.Autograde.autograde_preprocessors = [
     LimitOutput,
     SaveAutoGrades,
     AwardExtraCredit,
+    KeepHandGrades,
     AssignLatePenalties,
     CheckCellMetadata,
 ]
@@ -88,10 +90,19 @@ c.Autograde.autograde_preprocessors = [
 # extra credit when their hidden cells pass (grader/grading/extra_credit.py).
 c.AwardExtraCredit.points = {"hidden_inplace": 1.0, "hidden_backward": 1.0}
 
-# Feedback (`nbgrader generate_feedback`) says what failed and why, and nothing more: hidden
-# regions are cut out of the sources (their outputs were written student-safe when graded),
-# and the graders' sidecars (i1_*.json) are never copied beside a student's notebook.
-c.GenerateFeedback.preprocessors = [GetGrades, StudentFeedback, CSSHTMLHeaderPreprocessor]
+# A hand grade (the prediction) lasts as long as the answer it graded: a resubmission with
+# another answer is graded by hand again (grader/grading/hand_grading.py).
+
+# Feedback (`nbgrader generate_feedback`, run by `python -m grader.feedback`) says what failed
+# and why, and nothing more: hidden regions are cut out of the sources (their outputs were
+# written student-safe when graded), the graders' sidecars (i1_*.json) are never copied beside
+# a student's notebook, and a cell still to be graded by hand says "not graded yet", not 0.
+c.GenerateFeedback.preprocessors = [
+    GetGrades,
+    StudentFeedback,
+    NotGradedYet,
+    CSSHTMLHeaderPreprocessor,
+]
 c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", "i1_*.json"]
 
 # A grading log per student, grading_log/<assignment>/<student>.log and .json: what ran, the
@@ -103,7 +114,7 @@ c.Autograde.pre_convert_hook, c.Autograde.post_convert_hook = convert_hooks(ROOT
 refuse_irregular_submissions()
 # A regrade starts from nothing: the student's earlier scores, late penalty, submission time
 # and feedback go before it runs, so that a resubmission that cannot be graded leaves no old
-# score behind (grader/grading/fresh_start.py; hand grades stay).
+# score behind (grader/grading/fresh_start.py; hand grades stay, as above).
 start_regrades_fresh()
 
 # Grades (issue 11): `nbgrader export` writes each submission's status (graded; ungradable,
