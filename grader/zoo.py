@@ -99,6 +99,29 @@ _REFERENCE_BUGS: tuple[Bug, ...] = (
         _KERNEL_CELLS,
     ),
     Bug(
+        "ignores-both-strides",
+        "strides",
+        "loads X + row*N + col, as public kernels written for contiguous rows do: every view "
+        "that is not laid out as a new contiguous tensor is misread, row broadcasts too",
+        (Edit("softmax_kernel", _LOAD, _LOAD.replace("row * SR + cols * SC", "row * N + cols")),),
+        _KERNEL_CELLS,
+    ),
+    Bug(
+        "row-stride-times-width",
+        "row-stride",
+        "starts row r at X + r*SR*N, the row stride multiplied by the width: only rows of "
+        "stride 0 and views of one column are read right, and contiguous rows run past X",
+        (Edit("softmax_kernel", _LOAD, _LOAD.replace("row * SR", "row * SR * N")),),
+        _KERNEL_CELLS,
+    ),
+    Bug(
+        "misspelled-tl-function",
+        "exception",
+        "calls tl.maxx, which Triton does not have: every launch raises the same error",
+        (Edit("softmax_kernel", "x - tl.max(x, axis=0)", "x - tl.maxx(x, axis=0)"),),
+        _KERNEL_CELLS,
+    ),
+    Bug(
         "adds-storage-offset",
         "double-offset",
         "adds x.storage_offset() to a pointer that already includes it",
@@ -610,6 +633,30 @@ FOLLOW_ON_BUGS = (
         "backward-strides",
         "passes y's strides for dy too, so dy is read right only where both views share strides",
         (Edit("strided_softmax_backward", "*dy.stride())", "*y.stride())"),),
+        _BACKWARD_CELLS,
+        op="strided_softmax_backward",
+    ),
+    Bug(
+        "backward-reads-contiguous-rows",
+        "strides",
+        "loads y and dy at row*N + col, as public backward kernels written for contiguous "
+        "gradients do: every pair with a view that is not contiguous is misread",
+        (
+            Edit("softmax_backward_kernel", "Y + row * SRY + cols * SCY", "Y + row * N + cols"),
+            Edit("softmax_backward_kernel", "DY + row * SRD + cols * SCD", "DY + row * N + cols"),
+        ),
+        _BACKWARD_CELLS,
+        op="strided_softmax_backward",
+    ),
+    Bug(
+        "backward-ignores-column-strides",
+        "column-stride",
+        "loads y and dy at row*SR + col, each row from its own stride but its columns as if "
+        "adjacent, as the tutorial's forward kernel does",
+        (
+            Edit("softmax_backward_kernel", "row * SRY + cols * SCY", "row * SRY + cols"),
+            Edit("softmax_backward_kernel", "row * SRD + cols * SCD", "row * SRD + cols"),
+        ),
         _BACKWARD_CELLS,
         op="strided_softmax_backward",
     ),

@@ -61,6 +61,11 @@ own hint."""
 COMPILED_STUB = "raised CompilationError: at 3:4: unsupported AST node type: Raise"
 """The stub's `raise` as Triton's compiler refuses it on a GPU."""
 VALUES = "3 of 35 values differ"
+TYPO = (
+    "raised AttributeError: module 'triton.language' has no attribute 'maxx' "
+    "(impl.py line 12: `x = x - tl.maxx(x, axis=0)`)"
+)
+"""What a misspelled tl function raises under the interpreter, the student's line named."""
 ROWS = (
     Row(
         HintId.UNFINISHED,
@@ -197,6 +202,13 @@ ROWS = (
         (
             [fail("contiguous", Failure.EXCEPTION, "raised ValueError: must be positive")],
             [ok("transpose-wide"), fail("contiguous", Failure.VALUES, VALUES)],
+            # only contiguous views pass, all narrow: the strides, not the width
+            [
+                ok("contiguous"),
+                ok("contiguous-pow2"),
+                fail("transpose-wide", Failure.VALUES, VALUES),
+                fail("neg-inf-head-wide", Failure.VALUES, VALUES),
+            ],
         ),
     ),
     Row(
@@ -252,6 +264,16 @@ ROWS = (
                 fail("slice", Failure.VALUES, VALUES),
                 fail("transpose", Failure.VALUES, VALUES),
             ],
+            # only the slices misread, the transposes failing on dx's layout: nothing shows
+            # that the column strides are read
+            [
+                backward("contiguous"),
+                backward("width-one"),
+                backward("transpose", Failure.LAYOUT, "dx has strides (1, 7)"),
+                backward("slice", Failure.OUT_OF_BOUNDS, "a load off the view"),
+                backward("sliced-dy", Failure.NONFINITE, "NaN or inf"),
+                backward("bfloat16", Failure.OUT_OF_BOUNDS, "a load off the view"),
+            ],
         ),
     ),
     Row(
@@ -264,6 +286,63 @@ ROWS = (
                 fail("transpose", Failure.VALUES, VALUES),
             ],
             [ok("contiguous-pow2"), fail("transpose", Failure.PERMUTED, "the right values")],
+            # a row broadcast (column stride 1) misread too: the row stride is ignored as well
+            [
+                ok("contiguous"),
+                fail("transpose", Failure.VALUES, VALUES),
+                fail("row-broadcast", Failure.OUT_OF_BOUNDS, "a load off the view"),
+            ],
+        ),
+    ),
+    Row(
+        HintId.STRIDES,
+        (
+            [
+                ok("contiguous"),
+                ok("contiguous-pow2"),
+                fail("transpose", Failure.VALUES, VALUES),
+                fail("slice", Failure.OUT_OF_BOUNDS, "a load off the view"),
+                fail("row-broadcast", Failure.OUT_OF_BOUNDS, "a load off the view"),
+                fail("large-magnitude", Failure.AMBIGUOUS, "nearly all equal"),
+            ],
+            [
+                backward("contiguous"),
+                backward("width-one"),
+                backward("slice", Failure.OUT_OF_BOUNDS, "a load off the view"),
+                backward("transposed-y", Failure.VALUES, VALUES),
+                backward("broadcast-dy", Failure.NONFINITE, "NaN or inf"),
+            ],
+        ),
+        (
+            [
+                ok("contiguous"),
+                fail("contiguous-pow2", Failure.VALUES, VALUES),
+                fail("row-broadcast", Failure.OUT_OF_BOUNDS, "a load off the view"),
+            ],
+            [fail("transpose", Failure.VALUES, VALUES), fail("slice", Failure.VALUES, VALUES)],
+            # stores at the input's strides: on a GPU the rows they leave unwritten read NaN
+            [
+                ok("contiguous"),
+                fail("transpose", Failure.PERMUTED, "the right values in the wrong places"),
+                fail("row-broadcast", Failure.NONFINITE, "NaN or inf"),
+            ],
+        ),
+    ),
+    Row(
+        HintId.ROW_STRIDE,
+        (
+            [
+                ok("row-broadcast"),
+                ok("width-one"),
+                fail("contiguous", Failure.OUT_OF_BOUNDS, "loaded element 147 of X"),
+                fail("contiguous-pow2", Failure.OUT_OF_BOUNDS, "loaded element 2752 of X"),
+                fail("transpose", Failure.OUT_OF_BOUNDS, "outside the view's footprint"),
+                fail("slice", Failure.VALUES, VALUES),
+            ],
+        ),
+        (
+            [ok("contiguous"), fail("transpose", Failure.VALUES, VALUES)],
+            [ok("width-one"), fail("contiguous", Failure.VALUES, VALUES)],
         ),
     ),
     Row(
@@ -286,6 +365,26 @@ ROWS = (
         ([in_place("contiguous", Failure.NOT_IN_PLACE, "returned NoneType")],),
         ([in_place("contiguous", Failure.NOT_A_TENSOR, "returned NoneType")],),
     ),
+    Row(
+        HintId.EXCEPTION,
+        (
+            [
+                ok("reject-3-d"),
+                fail("contiguous", Failure.EXCEPTION, f"(5, 7) view: {TYPO}"),
+                fail("transpose", Failure.EXCEPTION, f"(7, 5) view: {TYPO}"),
+            ],
+        ),
+        (
+            [
+                fail("contiguous", Failure.EXCEPTION, f"(5, 7) view: {TYPO}"),
+                fail("transpose", Failure.EXCEPTION, "(7, 5) view: raised KeyError: 'BLOCK'"),
+            ],
+            [
+                fail("contiguous", Failure.EXCEPTION, f"(5, 7) view: {TYPO}"),
+                fail("transpose", Failure.VALUES, VALUES),
+            ],
+        ),
+    ),
 )
 
 
@@ -300,7 +399,12 @@ def test_rule_gives_its_hint_and_only_it(row):
     for results in row.hits:
         assert ids(results) == [row.hint], [r.detail for r in results]
         evidence = diagnose(results)[0].evidence
-        assert evidence and all(r.detail in evidence for r in results if not r.passed)
+        failed = [r for r in results if not r.passed]
+        if row.hint == HintId.EXCEPTION:  # one error, told once
+            assert evidence[0] == failed[0].detail and len(evidence) == 2
+            assert all(r.name in evidence[1] for r in failed[1:])
+        else:
+            assert evidence and all(r.detail in evidence for r in failed)
     for results in row.misses:
         assert row.hint not in ids(results), [r.detail for r in results]
 

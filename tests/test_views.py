@@ -208,5 +208,6 @@ def test_rows_are_not_reported_as_empty():
 
 
 def test_contiguous_features_are_just_contiguous():
-    """Does a plain 4x8 contiguous matrix carry no feature but "contiguous"?"""
-    assert geometry("contiguous", 4, 8).features() == frozenset({"contiguous"})
+    """Does a plain 4x8 contiguous matrix carry no feature but "contiguous" (and
+    "row-strided": its rows lie N apart)?"""
+    assert geometry("contiguous", 4, 8).features() == frozenset({"contiguous", "row-strided"})

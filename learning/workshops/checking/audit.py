@@ -227,14 +227,19 @@ def _past_row(a: Access, index: np.ndarray, columns: _Columns) -> tuple[np.ndarr
 
 
 def _runs(values: np.ndarray, on: np.ndarray, columns: _Columns):
-    """Along axis 1: lanes past column `cols - 1` of the row their run started in."""
+    """Along axis 1: lanes past column `cols - 1` of the row their run started in, the run
+    starting where a row or a block-long tile of it starts."""
     steps = np.zeros(on.shape, dtype=bool)
     steps[:, 1:] = on[:, 1:] & on[:, :-1] & (values[:, 1:] - values[:, :-1] == columns.step)
     lane = np.arange(on.shape[1])
     start = np.maximum.accumulate(np.where(steps, 0, lane), axis=1)
     first_row, first_column, _ = columns.lookup(np.take_along_axis(values, start, axis=1))
     column = first_column + (lane - start)
-    return on & (first_column >= 0) & (column >= columns.cols), first_row, column
+    # A row's lanes start at its first column or at a tile's (a multiple of the block's
+    # length): a run that starts between them began at a wrong address, such as a row
+    # start of r*SR*N, and runs on into the next row without any lane past N.
+    aligned = (first_column >= 0) & (first_column % on.shape[1] == 0)
+    return on & aligned & (column >= columns.cols), first_row, column
 
 
 @dataclass
@@ -345,7 +350,8 @@ class Trace:
         r = max(below, key=lambda r: r.start)
         offset, count = address - r.start, (r.end - r.start) // r.size
         return (
-            f"element {offset // a.size} of {r.name}, which holds {count} (address +{offset:#x})",
+            f"element {offset // a.size} of {r.name}, {_sized(r.name, count)} "
+            f"(address +{offset:#x})",
             offset,
         )
 
@@ -661,6 +667,12 @@ def verify_in_place(trace: Trace, view: torch.Tensor) -> list[Finding]:
             fault=False,
         )
     return list(found.values())
+
+
+def _sized(name: str, count: int) -> str:
+    """How many elements a tensor has, in words that cannot be read as a value it holds."""
+    last = f": 0 to {count - 1}" if count > 1 else ""
+    return f"which has {count} element{'s' if count != 1 else ''}{last}"
 
 
 def _place(e: int, cols: int) -> str:

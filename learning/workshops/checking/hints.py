@@ -13,6 +13,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from learning.workshops.checking.raised import raised_part
 from learning.workshops.checking.records import CaseResult, Failure
 
 
@@ -45,8 +46,11 @@ class HintId(enum.StrEnum):
     BACKWARD_STRIDES = "backward-strides"
     DOUBLE_OFFSET = "double-offset"
     COLUMN_STRIDE = "column-stride"
+    STRIDES = "strides"
+    ROW_STRIDE = "row-stride"
     OUTPUT_LAYOUT = "output-layout"
     NOT_IN_PLACE = Failure.NOT_IN_PLACE.value
+    EXCEPTION = Failure.EXCEPTION.value
 
 
 MESSAGES = {
@@ -64,7 +68,22 @@ MESSAGES = {
     ),
     HintId.COLUMN_STRIDE: (
         "Contiguous inputs pass but views whose columns are not adjacent fail: the load "
-        "ignores the column stride. Load from X + row*SR + col*SC, with SC = x.stride(1)."
+        "ignores the column stride. Load from X + row*SR + col*SC, with SC = x.stride(1) "
+        "(in the backward, y and dy each with its own strides)."
+    ),
+    HintId.STRIDES: (
+        "Contiguous inputs pass, and views whose elements are not where a contiguous "
+        "tensor's are fail, row broadcasts too: the loads ignore both strides, as if row r "
+        "started at r*N and its columns were adjacent. A view's row r, column c is at "
+        "X + r*SR + c*SC: pass x.stride(0) and x.stride(1) to the kernel and load there "
+        "(in the backward, y and dy each with its own strides)."
+    ),
+    HintId.ROW_STRIDE: (
+        "Only views whose rows share one address (row stride 0) or that have one column "
+        "pass; every other view fails, contiguous ones too: where a row starts is wrong. "
+        "Row r starts at X + r*SR with SR = x.stride(0), counted in elements: not "
+        "multiplied by N or by the element size (r*SR*N reads other rows, or past the "
+        "tensor)."
     ),
     HintId.DOUBLE_OFFSET: (
         "Only views with a storage offset fail: the pointer Triton receives already points at "
@@ -85,8 +104,10 @@ MESSAGES = {
         "sum. Load the tail with other=-float('inf') so exp() makes them zero."
     ),
     HintId.STABILITY: (
-        "Rows with large values give NaN or inf: exp overflows. Subtract the row maximum "
-        "before exp (x - tl.max(x, axis=0))."
+        "Rows of large values give NaN or inf: exp(x) overflows to inf near x = +1e4 and "
+        "underflows to 0 near x = -1e4, so such a row divides inf by inf, or 0 by 0. "
+        "Subtract the row maximum before exp (x - tl.max(x, axis=0)): the largest term is "
+        "then exp(0) = 1, and the sum at least 1."
     ),
     HintId.RUNNING_MAX: (
         "Rows that start with a long run of -inf give NaN: in an online softmax the running "
@@ -171,6 +192,12 @@ MESSAGES = {
         "M x N. Look for allocations inside a loop, or a tensor sized from the storage "
         "rather than the view."
     ),
+    HintId.EXCEPTION: (
+        "Every failing case raised the same error, so nothing after it ran: the evidence "
+        "names it, and the line of your code it came from (a misspelled tl function, an "
+        "argument the kernel does not take, a name not defined). Fix that line, then run "
+        "the check again."
+    ),
     HintId.TIMEOUT: (
         "The implementation did not finish in time: look for a loop that never ends, or a "
         "grid far larger than the number of rows."
@@ -204,19 +231,82 @@ ADDRESS_FAILURES = (Failure.VALUES, Failure.NONFINITE, Failure.SUM_LOW, Failure.
 in the wrong places ("permuted") come from where the output is written instead."""
 
 
-def _failing_only_where(feature: str) -> Rule:
-    """A rule: every case with wrong values (or loads off the view) has `feature`, and some
-    case without it passes."""
+def _views(results: list[CaseResult]) -> list[CaseResult]:
+    """The cases that ran on a view with rows (not a bad input, not zero rows)."""
+    return [r for r in results if not _has(r, "bad-input") and not _has(r, "empty")]
+
+
+def _strides_read(results: list[CaseResult]) -> bool:
+    """Some view whose columns are not adjacent, with no offset, passes: the kernel reads the
+    column stride (and the row stride), so an offset or a width is left to blame."""
+    return any(
+        r.passed and _has(r, "col-strided") and not _has(r, "offset") for r in _views(results)
+    )
+
+
+def _failing_only_where(feature: str, proven: Callable[[list], bool] | None = None) -> Rule:
+    """A rule: every case with wrong values (or loads off the view) has `feature`, some case
+    without it passes, and (with `proven`) the results show what the hint takes as read."""
 
     def rule(results: list[CaseResult]) -> list[CaseResult]:
-        views = [r for r in results if not _has(r, "bad-input") and not _has(r, "empty")]
+        views = _views(results)
         failed = [r for r in views if r.failure in ADDRESS_FAILURES]
         without = [r for r in views if not _has(r, feature)]
         if failed and all(_has(r, feature) for r in failed) and any(r.passed for r in without):
-            return failed
+            if proven is None or proven(results):
+                return [r for r in _misread(results) if _has(r, feature)]
         return []
 
     return rule
+
+
+def _misread(results: list[CaseResult]) -> list[CaseResult]:
+    """The views that fail as wrong addresses give: wrong values, loads off the view, and
+    the right values in other places where a row holds nearly one value (ambiguous: such
+    a view joins a pattern the others make, and makes none of its own)."""
+    return [r for r in _views(results) if r.failure in (*ADDRESS_FAILURES, Failure.AMBIGUOUS)]
+
+
+def _strides(results: list[CaseResult]) -> list[CaseResult]:
+    """Every view misread is one whose elements are not where a contiguous tensor's are,
+    and some contiguous view passes: the addresses are a contiguous tensor's."""
+    failed = _misread(results)
+    passed = [r for r in _views(results) if r.passed and _has(r, "contiguous")]
+    if _shown(failed, results) and passed and not any(_has(r, "contiguous") for r in failed):
+        return failed
+    return []
+
+
+def _shown(failed: list[CaseResult], results: list[CaseResult]) -> bool:
+    """Whether the loads' addresses are to blame beyond doubt: some view misread, and not
+    only nearly one-hot rows; and no view's right values landed in other places, or an
+    element was written twice or never (the stores' addresses: on a GPU the elements they
+    leave unwritten read as NaN, as a misread row does)."""
+    stored = any(r.failure in (Failure.PERMUTED, Failure.OWNERSHIP) for r in results)
+    return not stored and any(r.failure in ADDRESS_FAILURES for r in failed)
+
+
+def _row_stride(results: list[CaseResult]) -> list[CaseResult]:
+    """Every view misread has rows apart (a row stride that moves something), contiguous ones
+    and others among them, and some view whose row stride moves nothing passes: where row r
+    starts is wrong whatever the layout."""
+    failed = _misread(results)
+    if not _shown(failed, results):
+        return []
+    steady = [r for r in _views(results) if r.passed and not _has(r, "row-strided")]
+    contiguous = {_has(r, "contiguous") for r in failed}
+    if failed and steady and all(_has(r, "row-strided") for r in failed) and len(contiguous) == 2:
+        return failed  # contiguous views misread and views that are not: no layout is read
+    return []
+
+
+def _same_exception(results: list[CaseResult]) -> list[CaseResult]:
+    """Every failing case raised one error, told in the same words (its line included)."""
+    failed = [r for r in results if not r.passed]
+    said = {raised_part(r.verdict.text) for r in failed}
+    if failed and all(r.failure == Failure.EXCEPTION for r in failed) and None not in said:
+        return failed if len(said) == 1 else []
+    return []
 
 
 def _failures(*kinds: Failure) -> Rule:
@@ -234,7 +324,9 @@ def _empty_rows(results: list[CaseResult]) -> list[CaseResult]:
 
 
 def _block_size(results: list[CaseResult]) -> list[CaseResult]:
-    """Triton refused a block that is not a power of two, or only rows above a width fail."""
+    """Triton refused a block that is not a power of two, or only rows above a width fail
+    while narrower views that are not contiguous pass (a kernel that misreads strides fails
+    wide views too, and no narrow one that the strides move)."""
     refused = [
         r for r in results if r.failure == Failure.EXCEPTION and "power of 2" in r.verdict.text
     ]
@@ -243,8 +335,8 @@ def _block_size(results: list[CaseResult]) -> list[CaseResult]:
     views = [r for r in results if r.cols and not _has(r, "empty")]
     failed = [r for r in views if r.failure in VALUE_FAILURES]
     passed = [r.cols for r in views if r.passed]
-    if failed and passed and min(r.cols for r in failed) > max(passed):
-        return failed
+    if failed and passed and min(r.cols for r in failed) > max(passed) and _strides_read(views):
+        return failed  # narrow views of every kind pass: the width, not the addresses
     return []
 
 
@@ -342,8 +434,10 @@ RULES: tuple[tuple[HintId, Rule], ...] = (
     (HintId.PADDING, _padding),
     (HintId.STABILITY, _stability),
     (HintId.BACKWARD_STRIDES, _failing_only_where("mixed-strides")),
-    (HintId.DOUBLE_OFFSET, _failing_only_where("offset")),
+    (HintId.DOUBLE_OFFSET, _failing_only_where("offset", _strides_read)),
     (HintId.COLUMN_STRIDE, _failing_only_where("col-strided")),
+    (HintId.STRIDES, _strides),
+    (HintId.ROW_STRIDE, _row_stride),
     (
         HintId.OUTPUT_LAYOUT,
         _failures(
@@ -356,6 +450,7 @@ RULES: tuple[tuple[HintId, Rule], ...] = (
         ),
     ),
     (HintId.NOT_IN_PLACE, _failures(Failure.NOT_IN_PLACE)),
+    (HintId.EXCEPTION, _same_exception),
 )
 """Rules in order; each sees only the failures that earlier rules did not explain."""
 
@@ -368,6 +463,15 @@ def diagnose(results: list[CaseResult]) -> list[Hint]:
     for hint_id, rule in RULES:
         matched = rule(unexplained)
         if matched:
-            hints.append(Hint(hint_id, MESSAGES[hint_id], tuple(r.detail for r in matched[:4])))
+            hints.append(Hint(hint_id, MESSAGES[hint_id], evidence(hint_id, matched)))
             unexplained = [r for r in unexplained if r not in matched]
     return hints
+
+
+def evidence(hint_id: HintId, matched: list[CaseResult]) -> tuple[str, ...]:
+    """A hint's evidence: its first four cases; one error raised by every case, once."""
+    if hint_id == HintId.EXCEPTION and len(matched) > 1:
+        others = [r.name for r in matched[1:]]
+        listed = ", ".join(others[:6]) + (", ..." if len(others) > 6 else "")
+        return (matched[0].detail, f"the same error in {len(others)} more cases: {listed}")
+    return tuple(r.detail for r in matched[:4])

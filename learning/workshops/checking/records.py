@@ -116,8 +116,8 @@ class Case:
             extra |= grad | {"backward"}
             if self.grad_geometry.strides != self.geometry.strides:
                 extra.add("mixed-strides")
-            if "contiguous" not in grad:  # contiguous only when y and dy both are
-                own -= {"contiguous"}
+            if "contiguous" not in own & grad:  # contiguous only when y and dy both are
+                own, extra = own - {"contiguous"}, extra - {"contiguous"}
         return own | extra
 
 

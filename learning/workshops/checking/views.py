@@ -44,16 +44,23 @@ class Geometry:
         return last + 1
 
     def features(self) -> frozenset[str]:
-        """The properties hints reason about: unit column stride, shifted pointer, broadcast."""
+        """The properties hints reason about. A stride counts only where it moves an element:
+        a view of one column has no column stride to get wrong, one of one row no row
+        stride. "contiguous": every element where a new contiguous tensor would hold it;
+        "row-strided": several rows of several columns, rows apart (a wrong row address
+        shows); "col-strided": columns not adjacent; "offset": a shifted pointer."""
         sr, sc = self.strides
+        rows_move, cols_move = self.rows > 1, self.cols > 1
         found = set()
-        if (sr, sc) == (self.cols, 1) and self.offset == 0:
+        if not self.offset and (not rows_move or sr == self.cols) and (not cols_move or sc == 1):
             found.add("contiguous")
-        if sc != 1:
+        if cols_move and sc != 1:
             found.add("col-strided")
+        if rows_move and cols_move and sr != 0:
+            found.add("row-strided")
         if self.offset:
             found.add("offset")
-        if 0 in (sr, sc) and self.rows > 1 and self.cols > 1:
+        if 0 in (sr, sc) and rows_move and cols_move:
             found.add("broadcast")
         if self.cols & (self.cols - 1):
             found.add("non-pow2")
