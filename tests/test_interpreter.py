@@ -89,3 +89,85 @@ def test_grids_over_cudas_limits_are_refused_as_on_a_gpu():
     ):
         axis_1_kernel[(1, 65536)](y)
     assert y.sum() == 9
+
+
+exp = tl.exp  # module-level aliases of tl builtins, as public kernels keep them
+from triton.language import load as tl_load  # noqa: E402
+
+
+@triton.jit
+def aliased_kernel(X, Y, N: tl.constexpr):
+    cols = tl.arange(0, N)
+    tl.store(Y + cols, exp(tl_load(X + cols)))
+
+
+def test_a_module_level_alias_of_a_tl_function_runs_as_on_a_gpu():
+    """Does a kernel that calls `exp = tl.exp` and `tl_load` (imported from
+    triton.language) run, instead of "Did you forget to add @triton.jit?", with the module's
+    names put back after the launch?"""
+    x, y = torch.randn(8), torch.empty(8)
+    aliased_kernel[(1,)](x, y, 8)
+    torch.testing.assert_close(y, x.exp())
+    assert tl.core.is_builtin(globals()["exp"]) and tl.core.is_builtin(globals()["tl_load"])
+
+
+@triton.jit
+def bf16_backward_kernel(Y, DY, DX, N, BLOCK: tl.constexpr):
+    # The backward in the inputs' own dtype, no float32 cast, as public kernels write it.
+    cols = tl.arange(0, BLOCK)
+    mask = cols < N
+    y = tl.load(Y + cols, mask=mask, other=0.0)
+    dy = tl.load(DY + cols, mask=mask, other=0.0)
+    dx = y * (dy - tl.sum(y * dy, axis=0))
+    tl.store(DX + cols, dx, mask=mask)
+
+
+def test_bfloat16_arithmetic_runs_on_values_not_bit_patterns():
+    """Does bfloat16 arithmetic (products, a row sum, a difference) compute on the values,
+    as a GPU does, instead of on the 16-bit patterns that hold them?"""
+    gen = torch.Generator().manual_seed(0)
+    y = torch.rand(13, generator=gen).to(torch.bfloat16)
+    dy = torch.randn(13, generator=gen).to(torch.bfloat16)
+    dx = torch.empty_like(y)
+    bf16_backward_kernel[(1,)](y, dy, dx, 13, BLOCK=16)
+    expected = y.double() * (dy.double() - (y.double() * dy.double()).sum())
+    torch.testing.assert_close(dx.double(), expected, rtol=1.6e-2, atol=1.6e-2)
+
+
+@triton.jit
+def bf16_row_kernel(X, OUT, N: tl.constexpr):
+    cols = tl.arange(0, N)
+    x = tl.load(X + cols)
+    tl.store(OUT + 0, tl.max(x, axis=0))
+    tl.store(OUT + 1, tl.min(x, axis=0))
+    tl.store(OUT + 2, tl.sum(tl.where(x < 0, x, 0.0), axis=0))
+    tl.store(OUT + 3, tl.argmax(x, axis=0).to(tl.bfloat16))
+    tl.store(OUT + 4, (tl.arange(0, N) * 3).to(tl.bfloat16).to(tl.float16).to(tl.bfloat16).sum())
+
+
+def test_bfloat16_reductions_compare_and_cast_values():
+    """Do tl.max, tl.min, tl.argmax and a masked sum of negative bfloat16 values, and casts
+    between bfloat16 and integers or float16, give a GPU's results?"""
+    x = torch.tensor([-3.0, 1.5, -0.25, 2.0, -7.5, 0.5, 1.0, -1.0], dtype=torch.bfloat16)
+    out = torch.empty(5, dtype=torch.bfloat16)
+    bf16_row_kernel[(1,)](x, out, 8)
+    assert out.tolist() == [2.0, -7.5, -11.75, 3.0, 84.0]
+
+
+def test_rounding_to_bfloat16_matches_torch():
+    """Does float32 -> bfloat16 round as torch does (nearest, ties to even, inf and NaN
+    kept), and bfloat16 -> float32 widen exactly?"""
+    gen = torch.Generator().manual_seed(1)
+    values = torch.cat(
+        [
+            torch.randn(4096, generator=gen)
+            * 10.0 ** torch.randint(-30, 30, (4096,), generator=gen),
+            torch.tensor([0.0, -0.0, float("inf"), -float("inf"), 3.4e38, 1.00390625, 1.01171875]),
+        ]
+    )
+    bits = interpreter.bf16_bits(values.numpy())
+    assert (bits == values.to(torch.bfloat16).view(torch.int16).numpy().view("uint16")).all()
+    nan = interpreter.bf16_bits(torch.tensor([float("nan")]).numpy())
+    assert torch.from_numpy(interpreter.bf16_values(nan)).isnan().all()
+    back = interpreter.bf16_values(bits)
+    assert (back == values.to(torch.bfloat16).float().numpy()).all()

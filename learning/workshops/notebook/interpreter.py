@@ -11,12 +11,24 @@ themselves run there fine:
   on a GPU (`tl.static_range` still yields plain ints, as it unrolls there too).
 - `@triton.autotune` with several configs: choosing one means timing each on a GPU. Here
   the interpreter takes the first config that survives pruning, and says so once.
+- a module-level alias of a `tl` function (`exp = tl.exp`, `from triton.language import
+  exp`): the interpreter swaps the functions it finds on `tl` for ones it can run, so an
+  alias kept the original, which only a compiler can call ("Did you forget to add
+  @triton.jit?"). Here such aliases in a kernel's globals are swapped too, and put back
+  after the launch.
+- bfloat16 arithmetic: the interpreter holds bfloat16 values as their 16-bit patterns and
+  ran numpy's integer arithmetic on them, so `y * dy` on bfloat16 tensors gave garbage. A
+  GPU computes each operation and rounds it to bfloat16; here each floating-point
+  operation on bfloat16 operands runs in float32 on their values and rounds the result to
+  bfloat16 (nearest, ties to even), and reductions (`tl.sum`, `tl.max`, ...) reduce the
+  values, not the patterns.
 
-`install()` applies all three; `select_mode` calls it whenever it picks the interpreter.
+`install()` applies all five; `select_mode` calls it whenever it picks the interpreter.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from types import SimpleNamespace
 
 import numpy as np
@@ -132,6 +144,181 @@ def _set_grid_dim(builder, *grid) -> None:
     _SET_GRID_DIM(builder, *grid)
 
 
+class _Names:
+    """A module's globals as attributes, so Triton's patch scope can swap and restore them."""
+
+    def __init__(self, names: dict) -> None:
+        object.__setattr__(self, "_names", names)
+
+    def __getattr__(self, name: str):
+        try:
+            return self._names[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def __setattr__(self, name: str, value) -> None:
+        self._names[name] = value
+
+    def __delattr__(self, name: str) -> None:
+        del self._names[name]
+
+
+_PATCH_LANG = _interpreter._patch_lang
+
+
+def _patch_lang(fn):
+    """Triton's own patching of `tl` for a kernel, then its globals that are `tl` builtins
+    under another name (swapped in the same scope, so the launch puts them back)."""
+    scope = _PATCH_LANG(fn)
+    names = _Names(fn.__globals__)
+    for name, value in list(fn.__globals__.items()):
+        if tl.core.is_builtin(value):  # `tl`'s own are swapped by now: these are aliases
+            _interpreter._patch_attr(names, name, value, _interpreter.interpreter_builder, scope)
+    return scope
+
+
+# -- bfloat16 ---------------------------------------------------------------------------------
+
+_BF16 = tl.bfloat16
+
+
+def _is_bf16(value) -> bool:
+    return isinstance(value, _interpreter.TensorHandle) and value.dtype.scalar == _BF16
+
+
+def bf16_values(bits: np.ndarray) -> np.ndarray:
+    """The float32 values of bfloat16 bit patterns (exact: bfloat16 is float32's top half)."""
+    return (np.asarray(bits, dtype=np.uint16).astype(np.uint32) << np.uint32(16)).view(np.float32)
+
+
+def bf16_bits(values: np.ndarray) -> np.ndarray:
+    """float32 values rounded to bfloat16 (to nearest, ties to even), as bit patterns; NaN
+    stays a quiet NaN of its sign, as a GPU's conversion leaves it."""
+    values = np.asarray(values, dtype=np.float32)
+    bits = values.view(np.uint32)
+    odd = (bits >> np.uint32(16)) & np.uint32(1)
+    rounded = ((bits + np.uint32(0x7FFF) + odd) >> np.uint32(16)).astype(np.uint16)
+    quiet = ((bits >> np.uint32(16)) | np.uint32(0x0040)).astype(np.uint16)
+    return np.where(np.isnan(values), quiet, rounded)
+
+
+def _widened(value):
+    """A bfloat16 handle as float32 values; anything else as it is."""
+    if not _is_bf16(value):
+        return value
+    return _interpreter.TensorHandle(bf16_values(value.data), tl.float32)
+
+
+def _narrowed(handle):
+    """A float32 handle rounded to bfloat16."""
+    return _interpreter.TensorHandle(bf16_bits(handle.data), _BF16)
+
+
+def _on_values(method: Callable, result_from: int | None) -> Callable:
+    """`method` run on the values of its bfloat16 operands, in float32; the result rounded
+    to bfloat16 when the operand it takes its type from (`result_from`) was bfloat16."""
+
+    def run(builder, *args):
+        if not any(_is_bf16(a) for a in args):
+            return method(builder, *args)
+        out = method(builder, *(_widened(a) for a in args))
+        narrow = result_from is not None and _is_bf16(args[result_from])
+        if narrow and isinstance(out, _interpreter.TensorHandle) and out.dtype.scalar == tl.float32:
+            return _narrowed(out)
+        return out
+
+    run.__wrapped__ = method
+    return run
+
+
+_BINARY = ("fadd", "fsub", "fmul", "fdiv", "frem", "precise_divf", "approx_divf")
+_BINARY += ("minimumf", "minnumf", "maximumf", "maxnumf")
+_COMPARE = tuple(f"fcmp{o}{c}" for o in "OU" for c in ("LT", "GT", "LE", "GE", "EQ", "NE"))
+_UNARY = ("fneg", "cos", "sin", "exp", "exp2", "log", "log2", "sqrt", "precise_sqrt")
+_UNARY += ("rsqrt", "erf", "floor", "ceil")
+BF16_OPERATIONS = (
+    *((f"create_{op}", 0) for op in _BINARY + _UNARY),
+    *((f"create_{op}", None) for op in _COMPARE),
+    ("create_fma", 2),
+    ("create_clampf", 0),
+    ("create_dot", 2),
+)
+"""The builder's floating-point operations, each with the operand its result's type is
+taken from (None: a comparison, whose result is a boolean)."""
+
+
+def _cast(cast_impl: Callable) -> Callable:
+    """The interpreter's casts, through float32 where one side is bfloat16 and the other
+    is not float32: it converts bfloat16 only to and from float32, and cast other types'
+    values as if they were bit patterns."""
+
+    def cast(builder, src, dst_type):
+        to_bf16 = dst_type.scalar == _BF16 and src.dtype.scalar not in (_BF16, tl.float32)
+        if _is_bf16(src) and dst_type.scalar not in (_BF16, tl.float32):
+            return cast_impl(builder, _widened(src), dst_type)
+        if to_bf16:
+            return cast_impl(builder, cast_impl(builder, src, tl.float32), dst_type)
+        return cast_impl(builder, src, dst_type)
+
+    cast.__wrapped__ = cast_impl
+    return cast
+
+
+def _reduced(reduce: Callable) -> Callable:
+    """A vectorised reduction or scan (sum, max, cumsum, ...) of a bfloat16 tensor, on its
+    values in float32 with the result rounded to bfloat16 (indices as they are)."""
+
+    def run(ops, input, *args, **kwargs):
+        first = input[0] if isinstance(input, tuple) else input  # min_max: (values, index)
+        if not isinstance(first, tl.core.tensor) or first.dtype != _BF16:
+            return reduce(ops, input, *args, **kwargs)
+        handle = _interpreter.TensorHandle(bf16_values(first.handle.data), tl.float32)
+        values = tl.core.tensor(handle, _float32_type(first))
+        widened = (values, *input[1:]) if isinstance(input, tuple) else values
+        return _rounded(reduce(ops, widened, *args, **kwargs))
+
+    run.__wrapped__ = reduce
+    return run
+
+
+def _float32_type(t):
+    """`t`'s type with float32 elements."""
+    return tl.block_type(tl.float32, list(t.shape)) if t.shape else tl.float32
+
+
+def _rounded(out):
+    """A reduction's float32 results (a tensor, a list or tuple of them) as bfloat16."""
+    if isinstance(out, (list, tuple)):
+        return type(out)(_rounded(o) for o in out)
+    if isinstance(out, tl.core.tensor) and out.dtype == tl.float32:
+        bits = bf16_bits(out.handle.data)
+        kind = tl.block_type(_BF16, list(out.shape)) if out.shape else _BF16
+        return tl.core.tensor(_interpreter.TensorHandle(bits, _BF16), kind)
+    return out
+
+
+_REDUCTIONS = (
+    (_interpreter.ReduceOps, ("sum", "min_max")),
+    (_interpreter.ScanOps, ("cumsum", "cumprod")),
+)
+
+
+def _install_bf16() -> None:
+    """Run bfloat16 arithmetic on values (idempotent: each method wrapped once)."""
+    builder = _interpreter.InterpreterBuilder
+    for name, result_from in BF16_OPERATIONS:
+        method = getattr(builder, name, None)
+        if method is not None and not hasattr(method, "__wrapped__"):
+            setattr(builder, name, _on_values(method, result_from))
+    if not hasattr(builder.cast_impl, "__wrapped__"):
+        builder.cast_impl = _cast(builder.cast_impl)
+    for ops, names in _REDUCTIONS:
+        for name in names:
+            method = getattr(ops, name, None)
+            if method is not None and not hasattr(method, "__wrapped__"):
+                setattr(ops, name, _reduced(method))
+
+
 def _settings(config) -> str:
     """A config as its meta-parameters and options, leaving out those it does not set."""
     return ", ".join(f"{k}={v}" for k, v in config.all_kwargs().items() if v is not None)
@@ -139,9 +326,11 @@ def _settings(config) -> str:
 
 def install() -> None:
     """Let interpreted kernels be warmed up into handles, loop over tensor induction
-    variables and be autotuned, as compiled ones are, and refuse the grids a GPU refuses
-    (idempotent)."""
+    variables, be autotuned, call `tl` functions by other names and compute in bfloat16, as
+    compiled ones do, and refuse the grids a GPU refuses (idempotent)."""
     _interpreter.InterpretedFunction.warmup = _warmup
     _interpreter.InterpreterBuilder.set_grid_dim = _set_grid_dim
     _interpreter._patch_lang_core = _patch_lang_core
+    _interpreter._patch_lang = _patch_lang
     _autotuner.Autotuner._bench = _first_config
+    _install_bf16()
