@@ -1,7 +1,20 @@
-"""The README's instructor workflow, run as written: every line of its block, in order, in a
-scratch course that starts with only the course's config and source, a roster and an LMS
-download of two Canvas submissions (a solution and a bug, late and resubmitted) and a file
-that is not a notebook."""
+"""The README's instructor workflow, run as written over a whole term: every line of its
+block, in order, in a scratch course that starts with only the course's config and source,
+a roster and the LMS's downloads.
+
+Step 1 runs once; steps 2-5 once per Canvas download, each saved with its submissions export
+(the times); step 6 at the end.
+
+- Download 1: Jane (12345) and Bob (23456), both right and on time. Jane's prediction is
+  graded by hand (step 4's line); Bob's is not. Ann (34567) sends nothing all term.
+- Download 2, the first still beside it: Jane resubmitted with a bug, 16.5 h late (`late_`
+  and `-1` in her file name as Canvas writes them, the time from the export); Bob's
+  resubmission is not a notebook.
+
+After each download the test reads what the students read (feedback/) and what the LMS gets
+(grades.csv). Three notebooks are autograded in all (each costs 6-11 s on 2 cores), and
+Bob's broken file nearly nothing.
+"""
 
 from __future__ import annotations
 
@@ -10,73 +23,194 @@ import os
 import re
 import shutil
 import subprocess
+import time
 import zipfile
+from pathlib import Path
 
 import nbformat
+import pandas as pd
 import pytest
+from nbgrader.api import Gradebook
 
 from grader import course, zoo
 
 pytestmark = pytest.mark.nbgrader
 
 SECTION = "## Instructor workflow"
-CANVAS_NAMES = {"12345": "doejane_12345_987001_", "23456": "roebob_late_23456_987002_"}
-"""Canvas user id -> how Canvas starts the name of that student's file (the second one late,
-and a resubmission, which Canvas names strided_softmax-1.ipynb)."""
+DUE = "2026-12-15 17:00:00"
+JANE, BOB, ANN = "12345", "23456", "34567"  # Ann: on the roster, never submits
+ROSTER = "id,first_name,last_name\n12345,Jane,Doe\n23456,Bob,Roe\n34567,Ann,Smith\n"
+NOT_JSON = b"this is not a notebook\n"
+PREDICTION = '<a href="#prediction">Written response</a>'
+"""The prediction's line in the feedback's list of scores, as nbgrader writes it."""
 
 
 def workflow_commands() -> list[str]:
     """The command lines of the README's instructor workflow block, comments left out."""
+    return [line for step in workflow_steps().values() for line in step]
+
+
+def workflow_steps() -> dict[int, list[str]]:
+    """The block's command lines by step ("# 2. ..." starts step 2)."""
     readme = (course.REPO / "README.md").read_text()
     section = readme[readme.index(SECTION) :]
     block = re.search(r"```bash\n(.*?)```", section, re.S)[1]
-    lines = [line.split("  #")[0].strip() for line in block.splitlines()]
-    return [line for line in lines if line and not line.startswith("#")]
+    steps: dict[int, list[str]] = {}
+    number = 0
+    for line in block.splitlines():
+        heading = re.match(r"#\s*(\d+)\.", line)
+        if heading:
+            number = int(heading[1])
+            steps[number] = []
+        command = line.split("  #")[0].strip()
+        if command and not command.startswith("#"):
+            steps[number].append(command)
+    return steps
 
 
-def canvas_download(root, notebooks: dict[str, nbformat.NotebookNode]) -> None:
-    """downloaded/<assignment>/archive/submissions.zip as Canvas names its files."""
-    archive = root / "downloaded" / course.ASSIGNMENT / "archive"
-    archive.mkdir(parents=True)
-    names = {"12345": "strided_softmax.ipynb", "23456": "strided_softmax-1.ipynb"}
-    with zipfile.ZipFile(archive / "submissions.zip", "w") as download:
-        for student, notebook in notebooks.items():
-            download.writestr(CANVAS_NAMES[student] + names[student], nbformat.writes(notebook))
-        download.writestr(CANVAS_NAMES["23456"] + "notes.txt", "not a notebook: skipped")
+def canvas_download(root: Path, name: str, files: dict[str, bytes], times: str, age: int) -> None:
+    """An LMS download as Canvas names its files, saved `age` seconds ago, with its export."""
+    folder = root / "downloaded" / course.ASSIGNMENT
+    (folder / "archive").mkdir(parents=True, exist_ok=True)
+    (folder / "times").mkdir(exist_ok=True)
+    path = folder / "archive" / f"{name}.zip"
+    with zipfile.ZipFile(path, "w") as download:
+        for member, data in files.items():
+            download.writestr(member, data)
+    stamp = time.time() - age
+    os.utime(path, (stamp, stamp))
+    (folder / "times" / f"{name}.csv").write_text("user_id,submitted_at\n" + times)
 
 
-def test_the_readme_instructor_workflow_runs_as_written(tmp_path):
-    """Does each line of the README's workflow succeed in turn, from an empty course to
-    feedback and grades.csv, with the solution scoring more than the bug?"""
-    commands = workflow_commands()
-    assert len(commands) >= 12, commands
-    bug = next(b for b in zoo.BUGS if b.name == "ignores-column-stride")
-    notebooks = {  # from the committed release (tests/test_release.py keeps it fresh)
-        "12345": course.solved_notebook(course.REPO),
-        "23456": course.solved_notebook(course.REPO, bug.edits),
-    }
-    root = tmp_path / "course"
-    root.mkdir()
-    shutil.copy(course.REPO / "nbgrader_config.py", root)
-    shutil.copytree(course.REPO / "source", root / "source")
-    (root / "roster.csv").write_text("id,first_name,last_name\n12345,Jane,Doe\n23456,Bob,Roe\n")
-    canvas_download(root, notebooks)
-    env = {k: v for k, v in os.environ.items() if k != "I1_COURSE_SECRET"}  # its own secret
+def run(root: Path, commands: list[str], env: dict, exits: dict | None = None) -> dict[str, str]:
+    """Run each line in the course, each expected to exit with 0 (or as `exits` says); each
+    one's output, by line."""
+    said = {}
     for command in commands:
         done = subprocess.run(
             ["bash", "-c", command], cwd=root, env=env, capture_output=True, text=True
         )
-        assert done.returncode == 0, f"{command}\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
-    submitted = sorted(p.relative_to(root).as_posix() for p in root.glob("submitted/*/*/*"))
-    assert submitted == [
-        f"submitted/{student}/{course.ASSIGNMENT}/{course.NOTEBOOK}" for student in CANVAS_NAMES
-    ]
-    with (root / "grades.csv").open() as grades:
-        rows = {row["student_id"]: row for row in csv.DictReader(grades)}
-    assert sorted(rows) == ["12345", "23456"]
-    assert float(rows["12345"]["raw_score"]) > float(rows["23456"]["raw_score"]) > 0
-    feedback = sorted(p.relative_to(root).parts[1] for p in root.glob("feedback/*/*/*.html"))
-    assert feedback == ["12345", "23456"]
-    assert (root / "reports" / "cohort" / "index.html").is_file()
+        expected = (exits or {}).get(command, 0)
+        assert done.returncode == expected, (
+            f"{command}\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
+        )
+        said[command] = done.stdout + done.stderr
+    return said
+
+
+def grades(root: Path) -> dict[str, dict]:
+    with (root / "grades.csv").open() as fh:
+        return {row["student_id"]: row for row in csv.DictReader(fh)}
+
+
+def feedback(root: Path, student: str) -> str:
+    return (root / "feedback" / student / course.ASSIGNMENT / "strided_softmax.html").read_text()
+
+
+def cohort(root: Path) -> pd.DataFrame:
+    """The cohort report's table, by (student, cell)."""
+    return pd.read_csv(root / "reports" / "cohort" / "cohort.csv").set_index(["student", "cell"])
+
+
+def hand_grade(root: Path, student: str) -> tuple[float | None, bool]:
+    """The prediction's (manual score, needs manual grade) in the gradebook."""
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gradebook:
+        grade = gradebook.find_grade("prediction", "strided_softmax", course.ASSIGNMENT, student)
+        return grade.manual_score, grade.needs_manual_grade
+
+
+def auto_scores(root: Path, student: str) -> list:
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gradebook:
+        notebook = gradebook.find_submission_notebook("strided_softmax", course.ASSIGNMENT, student)
+        return [grade.auto_score for grade in notebook.grades]
+
+
+def test_a_whole_term_through_the_readme(tmp_path):
+    """Two downloads, a resubmission, a broken resubmission, a late one with its time from
+    the LMS, a hand grade, feedback, export and the cohort, each by the README's own lines:
+    does each student read, and the LMS get, what their latest submission earned?"""
+    steps = workflow_steps()
+    assert sorted(steps) == [1, 2, 3, 4, 5, 6], steps
+    solution = nbformat.writes(course.solved_notebook(course.REPO)).encode()
+    bug = next(b for b in zoo.BUGS if b.name == "ignores-column-stride")
+    buggy = nbformat.writes(course.solved_notebook(course.REPO, bug.edits)).encode()
+    root = tmp_path / "course"
+    root.mkdir()
+    shutil.copy(course.REPO / "nbgrader_config.py", root)
+    shutil.copytree(course.REPO / "source", root / "source")
+    (root / "roster.csv").write_text(ROSTER)
+    env = {k: v for k, v in os.environ.items() if k != "I1_COURSE_SECRET"}  # its own secret
+    run(root, steps[1], env)
     assert (root / "dist" / "i1-student.zip").is_file()
     assert (root / "course_secret.txt").is_file()
+
+    # Download 1: both right and on time; Jane's prediction graded by hand.
+    canvas_download(
+        root,
+        "submissions",
+        {
+            "doejane_12345_987001_strided_softmax.ipynb": solution,
+            "roebob_23456_987002_strided_softmax.ipynb": solution,
+            "roebob_23456_987002_notes.txt": b"not a notebook: skipped",
+        },
+        "12345,2026-12-14T10:00:00Z\n23456,2026-12-14T11:00:00Z\n",
+        age=3600,
+    )
+    said = run(root, [*steps[2], *steps[3], *steps[4], *steps[5]], env)
+    assert "new: 12345, 23456" in said[steps[2][0]]
+    first = grades(root)
+    assert (first[JANE]["status"], first[JANE]["not_graded_yet"]) == ("graded", "")
+    assert first[BOB]["status"] == "hand grading pending"
+    assert first[BOB]["not_graded_yet"] == "prediction (2 points)"
+    assert float(first[JANE]["raw_score"]) == float(first[BOB]["raw_score"]) + 2 > 2
+    assert first[ANN]["status"] == "missing"
+    assert "Not graded yet" not in feedback(root, JANE)
+    assert f"{PREDICTION} (Score: 2.0 / 2.0)" in feedback(root, JANE)
+    assert "prediction (2 of the 20 points) is graded by hand and not graded yet" in feedback(
+        root, BOB
+    )
+    assert PREDICTION not in feedback(root, BOB)  # no "0.0 / 2.0" for it
+    assert cohort(root).loc[(int(BOB), "prediction"), "status"] == "manual"
+
+    # Download 2: Jane's bug, late; Bob's broken file; download 1 still in archive/.
+    canvas_download(
+        root,
+        "submissions (1)",
+        {
+            "doejane_late_12345_987101_strided_softmax-1.ipynb": buggy,
+            "roebob_23456_987102_strided_softmax-1.ipynb": NOT_JSON,
+        },
+        "12345,2026-12-16T09:30:00Z\n23456,2026-12-15T16:30:00Z\n",
+        age=0,
+    )
+    said = run(root, [*steps[2], *steps[3]], env, exits={steps[3][0]: 1})  # 1: Bob failed
+    assert "resubmitted: 12345, 23456" in said[steps[2][0]]
+    assert "--changed: 2 of 2 submissions: 12345, 23456" in said[steps[3][0]]
+    assert hand_grade(root, JANE) == (2.0, False)  # the same answer: its hand grade kept
+    assert set(auto_scores(root, BOB)) == {None}  # no score left from download 1
+    run(root, [*steps[4], *steps[5]], env)
+    second = grades(root)
+    jane, bob = second[JANE], second[BOB]
+    assert (jane["status"], jane["lms_late"], float(jane["seconds_late"])) == (
+        "graded",
+        "yes",
+        16.5 * 3600,
+    )
+    assert float(first[JANE]["raw_score"]) > float(jane["raw_score"]) >= 2  # the bug costs
+    penalty = float(jane["late_submission_penalty"])
+    assert penalty == pytest.approx(0.1 * float(jane["raw_score"]))  # hand points included
+    jane_reads = feedback(root, JANE)
+    heading = f"<h4>strided_softmax (Score: {round(float(jane['score']), 2)} / 20.0)</h4>"
+    assert heading in jane_reads  # the new score, late penalty off, as the export has it
+    assert f"Late submission penalty (Score: -{round(penalty, 2)})" in jane_reads
+    assert f"{PREDICTION} (Score: 2.0 / 2.0)" in jane_reads
+    assert (bob["status"], bob["raw_score"], bob["score"]) == ("ungradable", "", "")
+    assert bob["cause"].startswith("invalid notebook")
+    bob_reads = feedback(root, BOB)
+    assert "could not be graded" in bob_reads and "Score:" not in bob_reads
+    assert (second[ANN]["status"], second[ANN]["score"]) == ("missing", "")
+    table = cohort(root)
+    assert set(table.loc[int(BOB)]["status"]) == {"ungradable"}
+    assert table.loc[(int(JANE), "prediction"), "reason"] == "graded by hand"
+
+    run(root, steps[6], env)

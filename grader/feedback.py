@@ -1,0 +1,173 @@
+"""Feedback for every student, about their latest submission and nothing older.
+
+    python -m grader.feedback i1_strided_softmax [--course PATH]
+
+`nbgrader generate_feedback` alone skips a student whose feedback exists (Canvas downloads
+carry no time to compare), writes nothing for a submission it could not grade, so the old
+feedback stays, and shows the late penalty autograde stored before any hand grade. This
+command, for each student the gradebook has a submission of:
+
+- graded: the late penalty is stored again from the current score (hand grades included,
+  `grader.grading.late.refresh_penalties`, as the export computes it), then
+  `nbgrader generate_feedback --force` writes the feedback afresh (the course's feedback
+  preprocessors: hidden tests cut out, hand-graded cells "not graded yet" until they are);
+- ungradable: one page in place of the notebook's feedback says the submission could not
+  be graded, why, and what to do (`UNGRADABLE_PAGE`);
+- resubmitted since it was graded: its old feedback is removed and none is written until it
+  is autograded (`grader.parallel --changed`); the command names them and exits with 1.
+
+Exit status: 0 done, 1 done except for the resubmissions named, 2 a usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import html
+import re
+import shutil
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from grader.gradebook import GradebookError, gradebook_url, open_gradebook
+
+UNGRADABLE_PAGE = """<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>{notebook}: not graded</title>
+<style>body {{ font-family: sans-serif; max-width: 46em; margin: 2em auto; }}</style>
+</head><body>
+<h1>{notebook}: your submission could not be graded</h1>
+<p>Submitted: {submitted}</p>
+<p>Why: {why}</p>
+<p>What to do: open your notebook in JupyterLab, run <em>Kernel &gt; Restart Kernel and Run
+All Cells</em>, fix what stops it, save it, and submit it again. If it runs for you, ask your
+instructor, who can see why it could not be graded.</p>
+<p>This page replaces any earlier feedback: no score counts for this submission.</p>
+</body></html>
+"""
+_INTERNAL = re.compile(r"\bgrader[./]|/course/|course_secret|Traceback")
+
+
+@dataclass
+class FeedbackRun:
+    """Who got which feedback."""
+
+    graded: list[str] = field(default_factory=list)
+    ungradable: list[str] = field(default_factory=list)
+    resubmitted: list[str] = field(default_factory=list)
+
+
+def student_reason(cause: str) -> str:
+    """Why a submission was not graded, in words for its student (no grader internals)."""
+    if cause.startswith("invalid notebook"):
+        detail = cause.split(":", 1)[1].strip() if ":" in cause else ""
+        return "the file is not a notebook Jupyter can open" + (f" ({detail})" if detail else "")
+    if cause.startswith(("dead kernel", "the kernel died")):
+        return "running it stopped the kernel before it finished (a crash, or memory ran out)"
+    if cause.startswith("timeout"):
+        return "it was still running when its time was up"
+    if cause.startswith("submission refused"):
+        return "it is not a plain notebook file (a link, or something else): submit the file"
+    return "grading it failed"
+
+
+def ungradable_page(notebook: str, submitted: str, cause: str) -> str:
+    """The page an ungradable submission's student reads instead of feedback."""
+    why = student_reason(cause)
+    if _INTERNAL.search(why):
+        why = "grading it failed"
+    return UNGRADABLE_PAGE.format(
+        notebook=html.escape(notebook),
+        submitted=html.escape(submitted or "time unknown"),
+        why=html.escape(why[:400]),
+    )
+
+
+def _sort(root: Path, assignment: str, run: FeedbackRun) -> dict[str, tuple[list[str], str, str]]:
+    """Put each student the gradebook has a submission of in `run`; store the graded ones'
+    late penalties again. The ungradable ones' (notebooks, time, cause)."""
+    from nbgrader.api import MissingEntry
+
+    from grader.export import GRADED, UNGRADABLE, submission_outcome
+    from grader.grading.late import course_late_plugin, refresh_penalties
+
+    plugin = course_late_plugin(root)
+    ungradable = {}
+    with open_gradebook(gradebook_url(root)) as gradebook:
+        for student in gradebook.students:
+            try:
+                submission = gradebook.find_submission(assignment, student.id)
+            except MissingEntry:
+                continue
+            names = [nb.name for nb in submission.notebooks]
+            autograded = root / "autograded" / student.id / assignment
+            status, cause = submission_outcome(root, assignment, student.id, autograded, names)
+            if status == GRADED:
+                run.graded.append(student.id)
+                refresh_penalties(submission, plugin)
+            elif status == UNGRADABLE:
+                run.ungradable.append(student.id)
+                ungradable[student.id] = (names, str(submission.timestamp or ""), cause)
+            else:
+                run.resubmitted.append(student.id)
+        gradebook.db.commit()
+    return ungradable
+
+
+def write_feedback(root: Path, assignment: str) -> FeedbackRun:
+    """Write every student's feedback for `assignment` in the course at `root`."""
+    from grader import course
+
+    root = Path(root).resolve()
+    run = FeedbackRun()
+    ungradable = _sort(root, assignment, run)
+    for student in run.ungradable + run.resubmitted:
+        folder = root / "feedback" / student / assignment
+        if folder.is_dir():
+            shutil.rmtree(folder)
+    excluded = ",".join(run.ungradable + run.resubmitted)
+    if run.graded:
+        course.nbgrader(
+            root,
+            "generate_feedback",
+            assignment,
+            "--force",
+            f"--CourseDirectory.student_id_exclude={excluded}",
+        )
+    for student, (notebooks, submitted, cause) in ungradable.items():
+        folder = root / "feedback" / student / assignment
+        folder.mkdir(parents=True, exist_ok=True)
+        for name in notebooks:
+            (folder / f"{name}.html").write_text(ungradable_page(name, submitted, cause))
+    return run
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m grader.feedback", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument("assignment", help="the assignment, e.g. i1_strided_softmax")
+    parser.add_argument("--course", default=".", help="course folder (default: here)")
+    args = parser.parse_args(argv)
+    from grader.course import CourseError
+
+    try:
+        run = write_feedback(Path(args.course), args.assignment)
+    except (CourseError, GradebookError, OSError) as exc:
+        print(f"feedback: {exc}", file=sys.stderr)
+        return 2
+    print(f"feedback written for {len(run.graded)} graded submissions")
+    if run.ungradable:
+        print(f"could not be graded, told so: {', '.join(run.ungradable)}")
+    if run.resubmitted:
+        print(
+            f"RESUBMITTED since graded, no feedback until autograded: "
+            f"{', '.join(run.resubmitted)} (python -m grader.parallel {args.assignment} "
+            f"--course {args.course} --changed, then run this again)",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
