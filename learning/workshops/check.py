@@ -31,6 +31,7 @@ from learning.workshops.checking.faults import (
 from learning.workshops.checking.hints import Hint, HintId, diagnose
 from learning.workshops.checking.isolation import IsolatedRun, Session
 from learning.workshops.checking.passes import where_to_start
+from learning.workshops.checking.raised import raised_again
 from learning.workshops.checking.shrink import MAX_SECONDS, Shrunk, shrink, starting_case
 from learning.workshops.checking.shrink import draw as draw_shrunk
 from learning.workshops.checking.shrink import report_lines as shrunk_lines
@@ -218,8 +219,15 @@ def format_report(report: Report, show_hints: bool) -> str:
     ]
     lines += [f"  note: {note}" for note in report.notes]
     width = max((len(r.name) for r in report.results), default=0)
+    again = raised_again(report.results)
     for r in report.results:
         tag = "PASS" if r.passed else "ERROR" if r.failure == INTERNAL_ERROR else "FAIL"
+        if r.name in again:  # a later case of an error told already: one line for them all
+            names = again.pop(r.name)
+            if names:
+                cases = f"{len(names)} more case{'s' if len(names) > 1 else ''}"
+                lines.append(f"  {tag:<5} {cases} raised the same error: {', '.join(names)}")
+            continue
         lines.append(f"  {tag:<5} {r.name:<{width}}  {r.verdict.text}")
     faults = report.internal_errors
     if faults:

@@ -19,7 +19,7 @@ from pathlib import Path
 from triton.compiler.errors import CompilationError
 from triton.runtime.errors import InterpreterError
 
-from learning.workshops.checking.records import Failure, Verdict
+from learning.workshops.checking.records import CaseResult, Failure, Verdict
 
 ROOT = Path(__file__).resolve().parents[3]
 """The folder that holds `learning/` (and, in the course repo, `grader/`)."""
@@ -66,6 +66,22 @@ def raised_part(text: str) -> str | None:
         return text
     at = text.find(": raised ")
     return text[at + 2 :] if at >= 0 else None
+
+
+def raised_again(results: list[CaseResult]) -> dict[str, list[str]]:
+    """The cases that raised, in the same words, an error an earlier case raised: each such
+    case's name maps to the names of all of them after the first, where the report tells
+    them in one line, and to [] where that line is already told. A typo is said once."""
+    seen: dict[str, list[str]] = {}
+    for r in results:
+        said = raised_part(r.verdict.text) if r.failure == Failure.EXCEPTION else None
+        if said is not None:
+            seen.setdefault(said, []).append(r.name)
+    again: dict[str, list[str]] = {}
+    for names in seen.values():
+        for i, name in enumerate(names[1:]):
+            again[name] = names[1:] if i == 0 else []
+    return again
 
 
 def unwrapped(exc: BaseException) -> BaseException:

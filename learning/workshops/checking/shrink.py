@@ -109,13 +109,17 @@ def starting_case(
     cases: list[Case], results: list[CaseResult], hints: Iterable[Hint]
 ) -> tuple[Case, CaseResult] | None:
     """The failed case to shrink: the first shrinkable one a hint gives as evidence (hints in
-    order), else the first shrinkable one; None when none is, or the code is the stub."""
+    order), else the first shrinkable one; None when none is, or the code is the stub. A
+    case that raised the one error every failing case raises (the exception hint) is not
+    shrunk: a smaller view would only raise it again."""
     hints = list(hints)
     if any(h.id == HintId.UNFINISHED for h in hints):
         return None
+    one_error = any(h.id == HintId.EXCEPTION for h in hints)
     by_name = {c.name: c for c in cases}
     failed = [(by_name[r.name], r) for r in results if r.name in by_name]
     failed = [(c, r) for c, r in failed if shrinkable(c, r)]
+    failed = [(c, r) for c, r in failed if not (one_error and r.failure == Failure.EXCEPTION)]
     for hint in hints:
         for case, result in failed:
             if result.detail in hint.evidence:

@@ -27,6 +27,7 @@ from learning.workshops.checking.faults import (
     internal_result,
 )
 from learning.workshops.checking.hints import diagnose
+from learning.workshops.checking.raised import raised_again
 from learning.workshops.checking.shrink import (
     Shrunk,
     build_view,
@@ -140,7 +141,12 @@ def failure_message(results: list[CaseResult], title: str) -> str:
     """What a failed test cell shows: each failing case, then the hints."""
     failed = [r for r in results if not r.passed]
     lines = [f"{title}: {len(failed)} of {len(results)} cases fail."]
-    lines += [f"  FAIL {r.detail}" for r in failed]
+    again = raised_again(failed)  # one error raised by many cases is told once
+    for r in failed:
+        if r.name not in again:
+            lines.append(f"  FAIL {r.detail}")
+        elif names := again[r.name]:
+            lines.append(f"  FAIL {len(names)} more raised the same error: {', '.join(names)}")
     for hint in diagnose(results):
         lines.append(f"Hint [{hint.id}]: {hint.message}")
     return "\n".join(lines)
