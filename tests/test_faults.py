@@ -9,15 +9,12 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 from types import SimpleNamespace
 
 import pytest
 import torch
 
-import grader.grading.gpu_timing as gpu_timing
 import grader.grading.hidden as hidden
-import grader.grading.timing_child as timing_child
 from grader import recheck
 from grader.reference import address_table, strided_softmax
 from grader.zoo import REFERENCE
@@ -241,38 +238,6 @@ def test_function_check_fails_when_the_students_function_raises(tmp_path):
         assert not passed and "address_table raised ValueError: the student bug" in said
         passed, said = hidden.run_function_check("worksheet", session, hidden.Draw("7"))
         assert not passed and "worksheet must return a dict" in said
-
-
-def test_timing_child_exits_3_for_the_checkers_fault(monkeypatch, capsys):
-    """Does the timing child exit 1 when the student's function raised, 3 otherwise?"""
-
-    def student_raised(*args):
-        raise StudentRaised("strided_softmax raised ValueError: the student bug")
-
-    monkeypatch.setattr(timing_child, "measure", student_raised)
-    assert timing_child.main(["--impl", "x.py", "--out", "t.json"]) == 1
-    assert capsys.readouterr().err == "strided_softmax raised ValueError: the student bug\n"
-    monkeypatch.setattr(timing_child, "measure", lambda *args: {}["shapes"])
-    assert timing_child.main(["--impl", "x.py", "--out", "t.json"]) == 3
-    assert capsys.readouterr().err.startswith(f"{FAULT}hidden:timing: KeyError: 'shapes' at ")
-
-
-def test_timing_cell_raises_when_its_child_reports_a_fault(monkeypatch, autograde):
-    """When the timing child exits 3, does the cell raise CheckerFault instead of scoring 0,
-    with both sidecars saying it was the checker?"""
-    line = (
-        f"{FAULT}hidden:timing: KeyError: 'shapes' at grader/grading/gpu_timing.py:1. {REPORT_IT}"
-    )
-    done = subprocess.CompletedProcess([], 3, stdout="", stderr=f"noise\n{line}\n")
-    monkeypatch.setattr(gpu_timing, "require_cuda", lambda: None)
-    monkeypatch.setattr(gpu_timing.subprocess, "run", lambda *args, **kwargs: done)
-    record = autograde.parent / "record.json"
-    sandbox = gpu_timing.Sandbox(list, str(REFERENCE), str(record), record, "0" * 64)
-    with pytest.raises(CheckerFault) as info:
-        gpu_timing.timing_points(2, sidecar=autograde.parent / "t.json", sandbox=sandbox)
-    assert str(info.value) == line
-    assert json.loads((autograde.parent / "t.json").read_text())["internal_error"] is True
-    assert _sidecar(autograde)["hidden:timing"]["status"] == INTERNAL_ERROR
 
 
 def test_recheck_names_a_checker_fault(monkeypatch, tmp_path):

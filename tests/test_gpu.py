@@ -61,85 +61,121 @@ def test_every_decomposition_computes_every_timing_shape():
             torch.testing.assert_close(got, torch.softmax(x, dim=1), msg=f"{shape} {rows}x{cols}")
 
 
-def test_timing_points_for_the_reference(tmp_path):
-    """Does the reference, timed against itself, earn full points and write a sidecar?"""
+def _timed(tmp_path, edits=(), name="reference", sandbox=None) -> tuple[float, dict]:
+    """timing_points of the reference with `edits`, unsandboxed unless `sandbox`; the record."""
     from grader.grading.gpu_timing import timing_points
-    from grader.zoo import REFERENCE
+    from grader.zoo import REFERENCE, apply
 
-    sidecar = tmp_path / "i1_timing.json"
-    points = timing_points(2, impl=REFERENCE, sidecar=sidecar)
+    impl = tmp_path / f"{name.replace('-', '_')}.py"
+    impl.write_text(apply(REFERENCE.read_text(), edits))
+    sidecar = tmp_path / f"{name}.json"
+    points = timing_points(2, impl=impl, sidecar=sidecar, sandbox=sandbox)
     record = json.loads(sidecar.read_text())
+    print(name, points, [(s["ratio"], s["reason"]) for s in record["shapes"]], record.get("error"))
+    return points, record
+
+
+def test_timing_points_for_the_reference(tmp_path):
+    """Does the reference, timed against itself from outside both processes, earn full points,
+    its harness's cost and the copy's roof recorded beside it?"""
+    points, record = _timed(tmp_path)
     assert points == 2
-    assert record["points"] == 2
-    assert all(s["correct"] and 0.9 < s["ratio"] < 1.1 for s in record["shapes"])
+    assert all(s["correct"] and 0.95 < s["ratio"] < 1.05 for s in record["shapes"]), record
+    assert all(0 < s["copy_ms"] < s["reference_ms"] for s in record["shapes"]), record
 
 
 def test_timing_catches_a_copy_first_kernel(tmp_path):
-    """Does a kernel that copies its input first score below full points on transposes?"""
-    from grader.grading.gpu_timing import timing_points
-    from grader.zoo import COPY_FIRST, REFERENCE, apply
+    """Does a kernel that copies its input first score 1.5 (the 3/4 band) on transposes?"""
+    from grader.zoo import COPY_FIRST
 
-    impl = tmp_path / "copy_first.py"
-    impl.write_text(apply(REFERENCE.read_text(), COPY_FIRST))
-    assert timing_points(2, impl=impl, sidecar=tmp_path / "t.json") < 2
+    assert _timed(tmp_path, COPY_FIRST, "copy-first")[0] == 1.5
 
 
 _LAUNCH = (
     "softmax_kernel[(M,)](x, y, x.stride(0), x.stride(1), N, BLOCK=block, num_warps=num_warps)"
 )
-_TWICE = """\
-    import grader.reference as ref
-
-    if not hasattr(ref, "original"):
-        ref.original = ref.softmax_kernel
-
-        class Twice:  # the reference's kernel, launched twice per call
-            def __getitem__(self, grid):
-                def launch(*args, **kwargs):
-                    ref.original[grid](*args, **kwargs)
-                    ref.original[grid](*args, **kwargs)
-
-                return launch
-
-        ref.softmax_kernel = Twice()
-"""
-TIMING_CHEATS = {
-    "hides-work-on-a-side-stream": (
-        "work ran outside the timed events",
+_CALL = "    M, N = matrix(x)\n"
+TIMING_ATTACKS = {
+    # The clocks and events of the student's own process: the parent times by its own clock.
+    "patches-the-clocks": (
+        (
+            Edit(
+                "strided_softmax",
+                _CALL,
+                "    import time\n\n    time.perf_counter = lambda: 0.0\n"
+                "    torch.cuda.Event.elapsed_time = lambda self, end: 0.001\n" + _CALL,
+            ),
+            Edit("strided_softmax", f"        {_LAUNCH}\n", f"        {_LAUNCH}\n" * 2),
+        ),
+        1.0,  # twice the reference's work: the 1/2 band, as if it patched nothing
+    ),
+    # An answer kept from an earlier call, by its input's address or by its shape.
+    "replays-by-pointer": (
+        (
+            Edit(
+                "strided_softmax",
+                "def strided_softmax(x, num_warps=4):",
+                "def strided_softmax(x, num_warps=4, _seen={}):",
+            ),
+            Edit(
+                "strided_softmax",
+                _CALL,
+                "    if x.data_ptr() in _seen:\n        return _seen[x.data_ptr()]\n" + _CALL,
+            ),
+            Edit(
+                "strided_softmax",
+                f"        {_LAUNCH}\n",
+                f"        {_LAUNCH}\n    _seen[x.data_ptr()] = y\n",
+            ),
+        ),
+        0.0,
+    ),
+    # Twice the work, and more left running on a side stream with the device synchronisation
+    # disabled, to slow the reference timed after it.
+    "leaves-work-running": (
+        (
+            Edit(
+                "strided_softmax",
+                _CALL,
+                "    torch.cuda.synchronize = lambda *args, **kwargs: None\n" + _CALL,
+            ),
+            Edit(
+                "strided_softmax",
+                f"        {_LAUNCH}\n",
+                f"        {_LAUNCH}\n" * 2 + "    side = torch.cuda.Stream()\n"
+                "    with torch.cuda.stream(side):\n"
+                "        big = torch.ones(4096, 4096, device='cuda')\n"
+                "        for _ in range(20):\n            torch.mm(big, big)\n",
+            ),
+        ),
+        1.0,
+    ),
+    # The output computed on a side stream and returned before it is done.
+    "returns-before-done": (
         (
             Edit(
                 "strided_softmax",
                 f"        {_LAUNCH}\n",
                 "        side = torch.cuda.Stream()\n"
-                "        with torch.cuda.stream(side):\n"
-                f"            {_LAUNCH}\n"
-                "        side.synchronize()\n",
+                "        side.wait_stream(torch.cuda.current_stream())\n"
+                "        with torch.cuda.stream(side):\n            torch.cuda._sleep(2_000_000)\n"
+                f"            {_LAUNCH}\n",
             ),
         ),
-    ),
-    "slows-the-reference": (
-        "replaced grader.reference.softmax_kernel",
-        (Edit("strided_softmax", "    M, N = matrix(x)\n", _TWICE + "    M, N = matrix(x)\n"),),
+        0.0,
     ),
 }
-"""Timings faked from inside the submission: what the timing must say, and the edits."""
+"""Attacks on the timing from inside the submission's process, with the most timing points
+each may earn (its fair score: what its real work earns)."""
 
 
-@pytest.mark.parametrize("cheat", TIMING_CHEATS)
-def test_timing_catches_faked_timings(cheat, tmp_path):
-    """Does a submission that fakes its timing from inside the timing process score 0, with
-    the way it cheated named, though its events beat the reference's?"""
-    from grader.grading.gpu_timing import timing_points
-    from grader.zoo import REFERENCE, apply
-
-    expected, edits = TIMING_CHEATS[cheat]
-    impl = tmp_path / f"{cheat.replace('-', '_')}.py"
-    impl.write_text(apply(REFERENCE.read_text(), edits))
-    sidecar = tmp_path / "t.json"
-    assert timing_points(2, impl=impl, sidecar=sidecar) == 0
-    shapes = json.loads(sidecar.read_text())["shapes"]
-    assert shapes and all(expected in s["reason"] for s in shapes), shapes
-    assert all(s["ratio"] < 0.8 for s in shapes), "the cheat did not even move the events"
+@pytest.mark.parametrize("attack", TIMING_ATTACKS)
+def test_timing_attacks_earn_no_more_than_their_work(attack, tmp_path):
+    """Does each attack on the timing score no more than its fair baseline, with a reason?"""
+    edits, fair = TIMING_ATTACKS[attack]
+    points, record = _timed(tmp_path, edits, attack)
+    assert points <= fair, record
+    assert fair or record.get("error") or all(s["reason"] for s in record["shapes"]), record
 
 
 WILD_STORE = Edit(
@@ -186,12 +222,14 @@ def test_a_runaway_allocation_fails_its_case_with_the_memory_hint(tmp_path):
 
 
 def test_timing_gives_zero_for_a_stale_kernel(tmp_path):
-    """Does a kernel that replays its first result get no timing points?"""
+    """Does a kernel that replays its first result for each shape get no timing points?"""
     from grader.grading.gpu_timing import timing_points
     from grader.zoo import BUGS, write_bug
 
     impl = write_bug(next(b for b in BUGS if b.hint == "stale-output"), tmp_path)
-    assert timing_points(2, impl=impl, sidecar=tmp_path / "t.json") == 0
+    sidecar = tmp_path / "t.json"
+    assert timing_points(2, impl=impl, sidecar=sidecar) == 0
+    assert "wrong output" in json.loads(sidecar.read_text())["shapes"][0]["reason"]
 
 
 def test_timing_gives_zero_for_a_crash(tmp_path):
@@ -272,24 +310,24 @@ def test_every_decomposition_is_graded_by_its_speed(tmp_path):
     print("\n".join(rows))
 
 
-@pytest.mark.parametrize(
-    ("name", "points"), [("reference", 2), ("slows-the-reference", 0)], ids=["honest", "cheat"]
-)
-def test_timing_started_ahead_scores_as_one_started_late(name, points, tmp_path):
-    """Started ahead (loaded and compiled on the shapes, then waiting), and only then told to
-    measure, does the reference still earn full points and a cheat still score 0?"""
-    from dataclasses import replace
-
+def test_timing_started_ahead_scores_as_one_started_late(tmp_path):
+    """Started ahead (loaded and compiled on the shapes, then stopped), and only then told to
+    measure, does the reference still earn full points?"""
     from grader.grading.gpu_timing import Sandbox, start_ahead, timing_points
-    from grader.zoo import REFERENCE, apply
+    from grader.zoo import REFERENCE
 
-    impl = REFERENCE
-    if name in TIMING_CHEATS:
-        impl = tmp_path / f"{name.replace('-', '_')}.py"
-        impl.write_text(apply(REFERENCE.read_text(), TIMING_CHEATS[name][1]))
-    record = tmp_path / "child.json"
-    sandbox = Sandbox(list, str(impl), str(record), record, f"ahead/{name}")
-    sandbox = replace(sandbox, started=start_ahead(sandbox))
-    assert sandbox.started.poll() is None, "the child waits to be told to measure"
-    assert timing_points(2, sidecar=tmp_path / "t.json", sandbox=sandbox) == points
-    assert sandbox.started.returncode == 0
+    sandbox = Sandbox(list, str(REFERENCE), "ahead/reference")
+    sandbox.started = start_ahead(sandbox)
+    assert sandbox.started.ready.wait(120) and not sandbox.started.failure
+    assert sandbox.started.student.stopped, "the student's server waits, stopped"
+    assert timing_points(2, sidecar=tmp_path / "t.json", sandbox=sandbox) == 2
+
+
+def test_timing_ratios_agree_run_to_run(tmp_path):
+    """Do three timings of the copy-first kernel give ratios within 3% of each other?"""
+    from grader.zoo import COPY_FIRST
+
+    runs = [_timed(tmp_path, COPY_FIRST, f"copy-first-{i}")[1]["shapes"] for i in range(3)]
+    for shape in zip(*runs, strict=True):
+        ratios = [s["ratio"] for s in shape]
+        assert max(ratios) / min(ratios) < 1.03, ratios

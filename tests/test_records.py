@@ -7,7 +7,6 @@ import ast
 import inspect
 import json
 import re
-import subprocess
 from pathlib import Path
 
 import nbformat
@@ -164,55 +163,6 @@ def test_recheck_says_why_a_timing_record_is_bad(tmp_path):
     assert recheck.timing_record(tmp_path) == (0.75, "the timing record gives 1.5 points")
     (tmp_path / SIDECAR).unlink()
     assert "the timing cell never measured" in recheck.timing_record(tmp_path)[1]
-
-
-def _child_writes(record: dict, monkeypatch, tmp_path: Path) -> gpu_timing.Sandbox:
-    """A timing child that exits 0 having written `record`, in a sandbox."""
-    here = tmp_path / "record.json"
-
-    def run(*args, **kwargs):
-        here.write_text(json.dumps(record))
-        return subprocess.CompletedProcess([], 0, stdout="", stderr="")
-
-    monkeypatch.setattr(gpu_timing, "require_cuda", lambda: None)
-    monkeypatch.setattr(gpu_timing.subprocess, "run", run)
-    return gpu_timing.Sandbox(list, "impl", str(here), here, "0" * 64)
-
-
-def _child_record(**shape_changes) -> dict:
-    shapes = [
-        {**s, "student_wall_ms": 0.2, "reference_wall_ms": 0.2, "events_ms": 0.0}
-        for s in FAKE_TIMING["shapes"]
-    ]
-    shapes[1] |= shape_changes
-    drop = ("points", "max_points")
-    return {
-        **{k: v for k, v in FAKE_TIMING.items() if k not in drop},
-        "fraction": 0.75,
-        "seconds": 0.0,
-        "shapes": shapes,
-    }
-
-
-def test_the_timing_cell_writes_what_the_readers_load(tmp_path, monkeypatch):
-    """Does a good record from the timing child become a sidecar the readers load?"""
-    sandbox = _child_writes(_child_record(), monkeypatch, tmp_path)
-    out = tmp_path / SIDECAR
-    assert gpu_timing.timing_points(MAX_POINTS, sidecar=out, sandbox=sandbox) == 1.5
-    assert timing_record.load(out).points == 1.5
-
-
-def test_the_timing_cell_scores_a_bad_child_record_0_with_its_reason(tmp_path, monkeypatch):
-    """Does a record the child forged (a ratio that is a string) score 0, saying why, and
-    leave a sidecar the readers load?"""
-    sandbox = _child_writes(_child_record(ratio="fast"), monkeypatch, tmp_path)
-    out = tmp_path / SIDECAR
-    assert gpu_timing.timing_points(MAX_POINTS, sidecar=out, sandbox=sandbox) == 0.0
-    record = timing_record.load(out)
-    assert record.points == 0.0
-    assert record.error == (
-        "the timing process wrote a bad record (shape 1: ratio is 'fast', not float)"
-    )
 
 
 def test_the_cohort_marks_unreadable_sidecars_with_the_reason(tmp_path):

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from grader import course, parallel, recheck
-from grader.grading import readiness, timing_child
+from grader.grading import readiness
 from grader.grading.hidden import Draw, course_draw, hidden_cases
 from grader.grading.trusted import draw_for, submission_draw
 from grader.isolation import sandbox
@@ -198,14 +198,11 @@ def test_grading_refuses_without_the_secret(no_secret):
 
 
 def test_the_grading_commands_refuse_without_the_secret(no_secret, capsys):
-    """Do parallel, recheck and the timing child exit 2 with one line naming the command?"""
+    """Do parallel and recheck exit 2 with one line naming the command?"""
     (no_secret / "gradebook.db").write_bytes(b"")  # recheck looks for one first
     runs = {
         "parallel": lambda: parallel.main([course.ASSIGNMENT, "--course", str(no_secret)]),
         "recheck": lambda: recheck.main([course.ASSIGNMENT, "--course", str(no_secret)]),
-        "gpu_timing": lambda: timing_child.main(
-            ["--impl", "x.py", "--out", "t.json", "--course", str(no_secret)]
-        ),
     }
     for prog, run in runs.items():
         assert run() == 2, prog

@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import os
-import subprocess
 import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -72,8 +71,8 @@ class ChecksAhead:
         if torch.cuda.is_available() and timed:
             from grader.grading.gpu_timing import start_ahead
 
-            self._runner.timing_child = start_ahead(self._runner.timing_sandbox())
-            self._stack.callback(_end, self._runner.timing_child)
+            self._runner.timing_servers = start_ahead(self._runner.timing_sandbox())
+            self._stack.callback(self._runner.timing_servers.close)
         self._closing = threading.Event()
         self._ran: list[threading.Event] = []
         self._threads: list[threading.Thread] = []
@@ -153,14 +152,6 @@ def timed(course: Sequence[CourseCell]) -> bool:
         if cell.grade and cell.hidden is not None
         for name, *_ in hidden_checks(cell.hidden)
     )
-
-
-def _end(child: subprocess.Popen) -> None:
-    """Kill a child that is still running (a timing child never told to measure)."""
-    if child.poll() is None:
-        child.kill()
-    with contextlib.suppress(ValueError, OSError, subprocess.TimeoutExpired):
-        child.communicate(timeout=10)  # its pipes closed (already, when it measured)
 
 
 class StartChecksAhead(NbGraderPreprocessor):

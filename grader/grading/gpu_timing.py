@@ -1,33 +1,41 @@
-"""Hidden GPU timing test: the student's kernel against the reference, same process.
+"""Hidden GPU timing test: the student's kernel against the reference, timed from outside both.
 
-Both run interleaved call by call on hidden transposed shapes with the L2 flushed before
-every call, so drift and clocks hit them alike; the score comes from the ratio of medians,
-never from an absolute time. Outputs are rechecked on fresh inputs after timing, and the
-measurements go to a sidecar JSON beside the autograded notebook for the cohort report.
+Two processes serve timed calls (`learning.workshops.measuring.timed_calls`): one runs the
+course's reference and never loads student code; the other runs the student's function in
+the submission's sandbox and never has the reference, this module or the secret. This
+process, the trusted side, owns the measurement:
 
-This module is the trusted side: the timing cell's `timing_points`, which starts the timing
-child (`grader.grading.timing_child`, run in the sandbox, where the student's code runs),
-reads back its record and scores it here, by the course's bands. The student's code runs in
-the timing process, so the timing checks its own honesty three ways: the child checks that
-what the measurement relies on (CUDA events, the clock, the reference) is the same objects
-after the student's calls as before, and that the student's CUDA events agree with the
-host's wall clock as well as the reference's do (work hidden on a side stream escapes the
-events, not the clock); and this process, outside the student's reach, checks that the
-events add up to less time than the whole timing process took. An exception in the timing's
-own code (not the student's function, not a GPU context the student's kernel killed) is the
-checker's: the child exits 3 and the cell raises `CheckerFault`.
+- it draws every timed call's input seed from the grading's draw, so each call's input is
+  fresh and unknown until the call (a replayed or cached answer is wrong);
+- it sends each seed to both servers in turn, interleaved call by call (the order swapped
+  every round), and times each call by its own clock, from command to reply; the server
+  synchronises the device before the call and before the reply, so work a call leaves
+  running counts against it;
+- it subtracts the cost of the harness around the call (drawing the input, the checksum,
+  the two round trips), timed the same way on the reference's server ("null" calls);
+- it compares every call's checksum with the reference's on the same input, and some rows
+  of a sample of calls in full: a shape earns timing points only when all of them hold;
+- it refuses a time below what a plain device copy of the same bytes takes in the same run
+  (the physics floor): 0 points, the reason in the record and the log;
+- between its calls the student's processes are stopped (SIGSTOP), and after them the
+  reference is timed again alone: a reference slower beside the submission than alone means
+  the submission's work kept the GPU busy, and its timing earns nothing;
+- it holds the GPU lock exclusively (`grader.gpu_lock`): no other submission's code holds
+  the GPU while it times.
+
+Scores come from the ratio of the student's time to the reference's, by the course's bands.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import random
-import subprocess
+import statistics
 import sys
+import threading
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from grader.grading.timing_record import (
@@ -37,13 +45,13 @@ from grader.grading.timing_record import (
     SLOWEST_FRACTION,
     TEST,
     Band,
+    ShapeTiming,
     band,
     from_json,
 )
-from learning.workshops.checking.child import child_env
+from grader.grading.timing_servers import LOAD_TIMEOUT_S, Server, TimingFailed
 from learning.workshops.checking.faults import (
     INTERNAL_ERROR,
-    INTERNAL_EXIT,
     CheckerFault,
     internal_message,
 )
@@ -52,8 +60,34 @@ from learning.workshops.measuring.timing import require_cuda
 from learning.workshops.notebook.testing import checker_faults, record_status
 
 SUBMISSION = "strided_softmax.ipynb"
-CHILD_TIMEOUT_S = 300.0
 SHAPES = ((4096, 4096), (8192, 2048), (16384, 1024), (65536, 512), (2048, 8192))
+SERVER = "learning.workshops.measuring.timed_calls"
+REFERENCE = Path(__file__).resolve().parents[1] / "reference.py"
+REPS = 21
+"""Timed commands of each server per shape (odd: the median is one command's)."""
+CALLS = 30
+"""Calls in one timed command, back to back, each on a fresh input, queued by the host while
+the GPU holds (`timed_calls.HEAD_START_CYCLES`): the command's time is the GPU's work, not
+Python's or the pipe's."""
+ALONE_REPS = 7
+"""The reference's commands per shape once the student's processes are gone."""
+ROW_SAMPLES = 3
+"""Commands per shape whose last output's rows are compared in full, ROWS_PER_SAMPLE rows
+each."""
+ROWS_PER_SAMPLE = 8
+FLOOR = 0.9
+"""A student time below this share of a plain device copy of the same bytes is refused: a
+softmax reads and writes every element, so it cannot beat a copy, and the margin is the
+measurement's noise (a few percent on the H200)."""
+INTERFERENCE = 1.10
+"""The reference beside the submission at most this much slower than alone."""
+RETRIES = 1
+"""Whole timings run again when the reference was disturbed, before the submission is
+held responsible."""
+
+
+def _server_argv(impl: str) -> list[str]:
+    return [sys.executable, "-m", SERVER, "--impl", impl, "--reply-fd", "{reply_fd}"]
 
 
 def hidden_shapes(count: int = 2, key: str | None = None) -> list[tuple[int, int]]:
@@ -62,65 +96,72 @@ def hidden_shapes(count: int = 2, key: str | None = None) -> list[tuple[int, int
     return random.Random(f"{key or _course_key()}/timing").sample(SHAPES, count)
 
 
-def inputs_seed(key: str) -> int:
-    """The seed of the timed inputs of the draw whose key is `key`."""
-    return int(hashlib.sha256(key.encode()).hexdigest()[:8], 16)
-
-
-@dataclass(frozen=True)
+@dataclass
 class Sandbox:
-    """How the timing child runs in a sandbox: `wrap` makes its command; `impl` and `record`
-    are the notebook and the record as the child sees them, `record_here` where this
-    process reads the record back; `key` draws the shapes and values."""
+    """How the student's server runs: `wrap` makes its sandboxed command, `impl` is the
+    notebook as the sandbox sees it, `key` the grading's draw."""
 
-    wrap: object
+    wrap: Callable[[list[str]], list[str]]
     impl: str
-    record: str
-    record_here: Path
     key: str
-    started: subprocess.Popen | None = None  # the child, when `start_ahead` started it
+    started: Servers | None = None  # the servers, when `start_ahead` started them
 
 
-def timing_command(impl: str, record: str, key: str, wait_for_go: bool = False) -> list[str]:
-    """The timing child's command: the shapes and the inputs' seed drawn from `key`."""
-    shapes = ",".join(f"{r}x{c}" for r, c in hidden_shapes(key=key))
-    command = [sys.executable, "-m", "grader.grading.timing_child", "--impl", impl]
-    command += ["--out", record]
-    command += ["--shapes", shapes, "--seed", str(inputs_seed(key))]
-    return command + (["--wait-for-go"] if wait_for_go else [])
+@dataclass
+class Servers:
+    """Both servers, started and warmed on the shapes in a thread (`start_ahead`)."""
+
+    sandbox: Sandbox
+    shapes: list[tuple[int, int]]
+    student: Server | None = None
+    reference: Server | None = None
+    failure: str = ""  # why the student's server did not get ready
+    device: str = ""
+    ready: threading.Event = field(default_factory=threading.Event)
+    closing: threading.Event = field(default_factory=threading.Event)
+
+    def start(self) -> None:
+        try:
+            self.reference = Server(_server_argv(str(REFERENCE)), stoppable=False)
+            command = self.sandbox.wrap(_server_argv(self.sandbox.impl))
+            self.student = Server(command, stoppable=True)
+            self.device = self.reference.first()["device"]
+            try:
+                self.student.first()
+                for i, (rows, cols) in enumerate(self.shapes):
+                    self.student.call(f"warm {rows} {cols} {i} 2", LOAD_TIMEOUT_S)
+            except TimingFailed as exc:
+                self.failure = str(exc)
+            for i, (rows, cols) in enumerate(self.shapes):
+                self.reference.call(f"warm {rows} {cols} {i} 2", LOAD_TIMEOUT_S)
+        except Exception as exc:  # the reference's side: the checker's fault
+            self.failure = f"internal: {type(exc).__name__}: {exc}"
+        finally:
+            if self.student:
+                self.student.halt()
+            self.ready.set()
+
+    def start_and_stay(self) -> None:
+        """`start`, then keep this thread until `close`: bubblewrap's --die-with-parent ends
+        a sandbox when the thread that started it ends."""
+        self.start()
+        self.closing.wait()
+
+    def close(self) -> None:
+        self.closing.set()
+        for server in (self.student, self.reference):
+            if server is not None:
+                server.close()
+        self.student = self.reference = None
 
 
-def start_ahead(sandbox: Sandbox) -> subprocess.Popen:
-    """Start the sandboxed timing child now, beside other work: it loads the submission and
-    compiles both kernels on the timed shapes, then waits on its stdin until `timing_points`
-    lets it measure, with the GPU to itself. Its start (Python, torch, CUDA, the compiles)
-    is then off the grading's critical path."""
-    command = sandbox.wrap(timing_command(sandbox.impl, sandbox.record, sandbox.key, True))
-    return subprocess.Popen(
-        command,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=child_env(),
-    )
-
-
-def _let_measure(child: subprocess.Popen) -> tuple[int, str]:
-    """Tell a child started ahead to measure; its exit status and stderr once it ends
-    (TimeoutExpired, the child killed, after CHILD_TIMEOUT_S)."""
-    try:
-        child.stdin.write("go\n")
-        child.stdin.flush()
-    except OSError:  # it ended already: its status says why
-        pass
-    try:
-        _, stderr = child.communicate(timeout=CHILD_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        child.kill()
-        child.communicate()
-        raise
-    return child.returncode, stderr
+def start_ahead(sandbox: Sandbox) -> Servers:
+    """Start both servers now, beside other work: they load and compile on the timed shapes
+    in a thread, and the student's then waits, stopped, until `timing_points` measures."""
+    servers = Servers(sandbox, hidden_shapes(key=sandbox.key))
+    thread = threading.Thread(target=servers.start_and_stay, daemon=True)
+    thread.start()
+    return servers
 
 
 def timing_points(
@@ -134,73 +175,42 @@ def timing_points(
     """Points for the hidden timing cell: the mean band over the hidden shapes (`bands`,
     and `slowest` for a correct kernel slower than all of them).
 
-    The timing runs in a child process on the definitions in `impl` (the graded notebook):
-    a crash or hang there scores 0 with its cause, and nothing the notebook's cells patch
-    in the grading kernel (clocks, events, torch) reaches the measurement. Without a CUDA
-    device this raises, with one sentence, so the cell fails and every other cell grades. When
-    the timing's own code fails, this raises CheckerFault, which says it is not the student's.
-    """
+    Without a CUDA device this raises, with one sentence, so the cell fails and every other
+    cell grades. When the timing's own code fails, this raises CheckerFault, which says it
+    is not the student's."""
     if sandbox is None:
         from grader.grading.hidden import refuse_in_autograde
 
         refuse_in_autograde("timing_points")
     require_cuda()
+    sandbox = sandbox or Sandbox(list, str(Path(impl).resolve()), _course_key())
     with checker_faults(TEST):
-        impl, sidecar = Path(impl).resolve(), Path(sidecar).resolve()
-        return _timing_points(max_points, impl, sidecar, sandbox, bands, slowest)
+        return _timing_points(max_points, Path(sidecar).resolve(), sandbox, bands, slowest)
 
 
 def _timing_points(
-    max_points: float,
-    path: Path,
-    out: Path,
-    sandbox: Sandbox | None,
-    bands: Sequence[Band],
-    slowest: float,
+    max_points: float, out: Path, sandbox: Sandbox, bands: Sequence[Band], slowest: float
 ) -> float:
     from grader.gpu_lock import gpu_lock
-    from grader.grading.hidden import last_line
 
     out.unlink(missing_ok=True)
-    key = sandbox.key if sandbox else _course_key()
-    impl, record = (sandbox.impl, sandbox.record) if sandbox else (str(path), str(out))
-    command = timing_command(impl, record, key)
-    if sandbox:
-        command = sandbox.wrap(command)
-    try:
-        with gpu_lock():  # parallel autograde: one timing per GPU at a time (I1_GPU_LOCK)
-            started = time.monotonic()
-            if sandbox and sandbox.started:
-                returncode, stderr = _let_measure(sandbox.started)
-            else:
-                done = subprocess.run(
-                    command,
-                    capture_output=True,
-                    text=True,
-                    env=child_env(),
-                    timeout=CHILD_TIMEOUT_S,
-                )
-                returncode, stderr = done.returncode, done.stderr
-            elapsed_s = time.monotonic() - started
-        if returncode == INTERNAL_EXIT:
-            _checker_failed(out, max_points, (stderr.strip().splitlines() or [""])[-1])
-        why = "" if returncode == 0 else last_line(stderr) or f"exit status {returncode}"
-    except subprocess.TimeoutExpired:
-        why = f"no result after {CHILD_TIMEOUT_S:.0f} s"
-    if sandbox and not why:  # the child wrote where it could; this process keeps the record
-        from grader.isolation.scratch import read_regular
-
-        try:
-            out.write_bytes(read_regular(sandbox.record_here, 1_000_000))
-        except OSError as exc:
-            why = f"the timing process left no record it could read ({exc})"
-    record = _read_record(out) if not why else None
+    started = time.monotonic()
+    record: dict | None = None
+    why = ""
+    with gpu_lock():  # parallel autograde: nothing else of any submission on this GPU
+        for attempt in range(RETRIES + 1):
+            servers = sandbox.started if attempt == 0 and sandbox.started else None
+            servers = servers or _start_now(sandbox)
+            try:
+                record, why = _measure(servers, sandbox.key)
+            finally:
+                servers.close()
+                sandbox.started = None
+            if not (record and record.pop("disturbed", False)) or attempt == RETRIES:
+                break
     if record is not None:
-        why = exceeds_process_time(record, elapsed_s) or _score(
-            record, max_points, out, bands, slowest
-        )
-    elif not why:
-        why = "the timing process wrote no readable record"
+        record["seconds"] = round(time.monotonic() - started, 2)
+        why = _score(record, max_points, out, bands, slowest)
     if why:
         _write_failure(out, max_points, why)
         print(f"timing: 0 points: {why}")
@@ -212,17 +222,162 @@ def _timing_points(
     return record["points"]
 
 
+def _start_now(sandbox: Sandbox) -> Servers:
+    servers = Servers(sandbox, hidden_shapes(key=sandbox.key))
+    servers.start()
+    return servers
+
+
+def _measure(servers: Servers, key: str) -> tuple[dict | None, str]:
+    """The timing record of both servers on their shapes, or None and why the student's side
+    failed; CheckerFault when the reference's side did."""
+    servers.ready.wait()
+    if servers.failure.startswith("internal: "):
+        _checker_failed(servers.failure.removeprefix("internal: "))
+    if servers.failure:
+        return None, servers.failure
+    rng = random.Random(f"{key}/timing/inputs")
+    try:
+        shapes = [_time_shape(servers, rows, cols, rng) for rows, cols in servers.shapes]
+    except TimingFailed as exc:
+        return None, str(exc)
+    servers.student.close()  # nothing of the submission's is left on the GPU
+    servers.student = None
+    disturbed = False
+    for i, (rows, cols) in enumerate(servers.shapes):
+        alone = _alone_ms(servers.reference, rows, cols, rng)
+        shapes[i]["reference_alone_ms"] = alone
+        if shapes[i]["reference_ms"] > INTERFERENCE * alone and not shapes[i]["reason"]:
+            disturbed = True
+            shapes[i]["fraction"] = 0.0
+            shapes[i]["reason"] = (
+                f"the reference took {shapes[i]['reference_ms']:.3f} ms a call beside the "
+                f"submission but {alone:.3f} ms alone: the submission's work kept the GPU busy"
+            )
+    record = {
+        "schema": SCHEMA,
+        "device": servers.device,
+        "versions": _versions(),
+        "mode": "fresh",
+        "reps": REPS,
+        "disturbed": disturbed,
+        "shapes": shapes,
+    }
+    return record, ""
+
+
+def _time_shape(servers: Servers, rows: int, cols: int, rng: random.Random) -> dict:
+    """One shape: REPS interleaved calls of both servers on fresh inputs, the harness's and a
+    copy's cost beside them; the student's and the reference's medians, net of the harness."""
+    student, reference = servers.student, servers.reference
+    times: dict[str, list[float]] = {"student": [], "reference": [], "null": [], "copy": []}
+    sampled = set(rng.sample(range(REPS), ROW_SAMPLES))
+    reason = ""
+    for i in range(REPS):
+        seed = rng.getrandbits(62)
+        command = f"call {rows} {cols} {seed} {CALLS}"
+        order = [("student", student), ("reference", reference)]
+        replies = {}
+        for name, server in order if i % 2 else order[::-1]:
+            _other(servers, server).ask("touch")  # every command follows a context switch
+            replies[name], seconds = server.call(command)
+            times[name].append(seconds)
+        for name in ("null", "copy"):
+            student.ask("touch")
+            times[name].append(reference.call(f"{name} {rows} {cols} {seed} {CALLS}")[1])
+        reason = reason or _checksums_differ(replies["student"], replies["reference"])
+        if i in sampled and not reason:
+            reason = _rows_differ(student, reference, rows, cols, rng)
+    null = statistics.median(times["null"])
+    ms = {name: (statistics.median(t) - null) * 1e3 / CALLS for name, t in times.items()}
+    net = [(t - null) * 1e3 / CALLS for t in times["student"]]
+    if min(ms["reference"], ms["copy"]) <= 0:
+        raise CheckerFault(internal_message([f"{TEST}: the harness's cost swamped the calls"]))
+    ratio = max(ms["student"], 1e-6) / ms["reference"]
+    if not reason and ms["student"] < FLOOR * ms["copy"]:
+        reason = (
+            f"{ms['student']:.3f} ms a call is faster than a plain copy of the same bytes "
+            f"({ms['copy']:.3f} ms) allows: a time no softmax can reach, refused"
+        )
+    return {
+        **asdict(
+            ShapeTiming(
+                rows,
+                cols,
+                max(ms["student"], 1e-6),
+                ms["reference"],
+                max(min(net), 1e-6),
+                max(max(net), 1e-6),
+                ratio,
+                not reason.startswith("wrong"),
+                0.0 if reason else band(ratio),
+                reason,
+            )
+        ),
+        "copy_ms": ms["copy"],
+        "harness_ms": null * 1e3 / CALLS,
+    }
+
+
+def _other(servers: Servers, server: Server) -> Server:
+    return servers.reference if server is servers.student else servers.student
+
+
+def _checksums_differ(student: dict, reference: dict) -> str:
+    """Why the student's checksums of a command's calls are not the reference's, or ""."""
+    got, want = student.get("sums"), reference["sums"]
+    if isinstance(got, list) and len(got) == len(want):
+        calls = zip(got, want, strict=True)
+        if all(_close(g, w) for g, w in calls):
+            return ""
+    return "wrong output on a timed input (its checksum differs from the reference's)"
+
+
+def _close(got: object, want: list[float]) -> bool:
+    scale = max(1.0, *(abs(w) for w in want))
+    if not isinstance(got, list) or len(got) != len(want):
+        return False
+    pairs = zip(got, want, strict=True)
+    return all(isinstance(g, float) and abs(g - w) <= 1e-4 * scale for g, w in pairs)
+
+
+def _rows_differ(student: Server, reference: Server, rows: int, cols: int, rng) -> str:
+    import numpy as np
+
+    picked = " ".join(str(r) for r in rng.sample(range(rows), ROWS_PER_SAMPLE))
+    got = np.frombuffer(student.ask(f"rows {picked}")[0], dtype=np.float32)
+    want = np.frombuffer(reference.ask(f"rows {picked}")[0], dtype=np.float32)
+    if got.shape == want.shape and np.allclose(got, want, rtol=1e-4, atol=1e-6):
+        return ""
+    return "wrong output on a timed input (rows compared in full differ from the reference's)"
+
+
+def _alone_ms(reference: Server, rows: int, cols: int, rng: random.Random) -> float:
+    """The reference's net milliseconds a call with no process of the submission left."""
+    calls, nulls = [], []
+    for _ in range(ALONE_REPS):
+        seed = rng.getrandbits(62)
+        calls.append(reference.call(f"call {rows} {cols} {seed} {CALLS}")[1])
+        nulls.append(reference.call(f"null {rows} {cols} {seed} {CALLS}")[1])
+    return (statistics.median(calls) - statistics.median(nulls)) * 1e3 / CALLS
+
+
+def _versions() -> dict[str, str]:
+    import torch
+    import triton
+
+    return {"torch": torch.__version__, "triton": triton.__version__, "python": sys.version[:6]}
+
+
 def _score(
     record: dict, max_points: float, out: Path, bands: Sequence[Band], slowest: float
 ) -> str:
-    """Give the child's record its points, each shape's band worked out here from its ratio
-    with the course's `bands`; why it is still no timing record, or ""."""
+    """Give the record its points, each shape's band from its ratio with the course's `bands`;
+    why it is still no timing record, or ""."""
     for shape in record["shapes"]:
-        ratio, honest = shape.get("ratio"), shape.get("correct") is True and not shape["reason"]
-        if isinstance(ratio, (int, float)) and ratio > 0:  # else from_json says what is wrong
-            shape["fraction"] = band(ratio, bands, slowest) if honest else 0.0
-    if record["shapes"]:
-        record["fraction"] = sum(s["fraction"] for s in record["shapes"]) / len(record["shapes"])
+        honest = shape["correct"] and not shape["reason"]
+        shape["fraction"] = band(shape["ratio"], bands, slowest) if honest else 0.0
+    record["fraction"] = sum(s["fraction"] for s in record["shapes"]) / len(record["shapes"])
     record["points"] = round(max_points * record["fraction"], 3)
     record["max_points"] = max_points
     record["bands"] = [[b.limit, b.fraction] for b in bands]
@@ -230,7 +385,7 @@ def _score(
     try:
         from_json(record, out)
     except RecordError as exc:
-        return f"the timing process wrote a bad record ({exc.reason})"
+        return f"the timing wrote a bad record ({exc.reason})"
     return ""
 
 
@@ -243,39 +398,11 @@ def _write_failure(out: Path, max_points: float, why: str, internal: bool = Fals
     out.write_text(json.dumps(record, indent=2) + "\n")
 
 
-def _checker_failed(out: Path, max_points: float, line: str) -> None:
-    """The timing child's own code failed (exit 3): record it as the checker's, and raise."""
-    message = line or internal_message([f"{TEST}: the timing child exited {INTERNAL_EXIT}"])
-    _write_failure(out, max_points, message, internal=True)
+def _checker_failed(line: str) -> None:
+    """The reference's side of the timing failed: the checker's fault, raised as such."""
+    message = internal_message([f"{TEST}: {line}"])
     record_status(TEST, INTERNAL_ERROR, internal_errors=[message])
     raise CheckerFault(message)
-
-
-def _read_record(path: Path) -> dict | None:
-    """The child's sidecar, or None when it is missing or lacks what the parent reads."""
-    try:
-        record = json.loads(path.read_text())
-        numbers = [record["fraction"], record["seconds"]]
-        numbers += [shape["events_ms"] for shape in record["shapes"]]
-        keys = all({"rows", "cols", "reason"} <= shape.keys() for shape in record["shapes"])
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return None
-    if keys and all(isinstance(n, (int, float)) for n in numbers):
-        return record
-    return None
-
-
-def exceeds_process_time(record: dict, elapsed_s: float) -> str:
-    """Why the child's record cannot be true, seen from outside it: its events or its own
-    clock add up to more time than the whole child process took; "" when they fit."""
-    events_s = sum(float(s["events_ms"]) for s in record["shapes"]) / 1e3
-    claimed_s = max(events_s, float(record["seconds"]))
-    if claimed_s <= elapsed_s:
-        return ""
-    return (
-        f"the timing process ran {elapsed_s:.1f} s but its measurements add up to "
-        f"{claimed_s:.1f} s: they were altered from inside the submission"
-    )
 
 
 def _course_key(course: str | None = None) -> str:

@@ -14,8 +14,6 @@ import functools
 import io
 import json
 import secrets
-import subprocess
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -40,6 +38,7 @@ from grader.grading.timing_record import SIDECAR as TIMING_SIDECAR
 # nbgrader command loads nbgrader_config.py, which names this module's preprocessors, and
 # importing them costs about 1.4 s that only grading needs.
 if TYPE_CHECKING:
+    from grader.grading.gpu_timing import Servers
     from grader.grading.hidden import Draw
     from learning.workshops.checking.isolation import IsolatedRun, Session
 
@@ -83,19 +82,12 @@ def sandboxed_copy(nb: NotebookNode, draw: Draw) -> Iterator[Runner]:
     from grader.isolation.scratch import scratch
     from learning.workshops.checking.isolation import Session
 
-    with scratch() as work, sandbox_cgroups() as cgroups, tempfile.TemporaryDirectory() as kit:
+    with scratch() as work, sandbox_cgroups() as cgroups:
         nbformat.write(stripped(nb), work / NOTEBOOK)
-        Path(kit).chmod(0o755)  # the sandbox's user reads it
-        for name in TIMING_KIT:
-            (Path(kit) / name).parent.mkdir(mode=0o755, exist_ok=True)
-            (Path(kit) / name).write_bytes((GRADER / name).read_bytes())
         wrap = functools.partial(sandboxed, work=work, cgroups=cgroups)
-        timing_wrap = functools.partial(wrap, extra=[(Path(kit), "/course/grader")])
         impl = Path(inside(work, work / NOTEBOOK))
         with Session(impl, wrap, budget_s=CHECKS_BUDGET_S) as session:
-            runner = Runner(work, draw, wrap, session)
-            runner.timing_wrap = timing_wrap
-            yield runner
+            yield Runner(work, draw, wrap, session)
 
 
 def _stream(text: str) -> NotebookNode:
@@ -120,8 +112,7 @@ class Runner:
         self.done: dict[str, object] = {}  # runs of hidden checks, by op or function
         self.took: dict[str, tuple[float, bool]] = {}  # their seconds, and if run ahead
         self.ahead = False  # whether runs now happen beside the notebook (ChecksAhead)
-        self.timing_child: subprocess.Popen | None = None  # started ahead, waiting to measure
-        self.timing_wrap: Callable = wrap  # the timing child's sandbox: the kit bound in
+        self.timing_servers: Servers | None = None  # started ahead, waiting to measure
 
     say: Callable[[str], None] = staticmethod(lambda _: None)
     """Where each check's outcome is told in full (the student's grading log)."""
@@ -282,13 +273,11 @@ class Runner:
         return self._function("worksheet")
 
     def timing_sandbox(self):
-        """How the timing child of this submission runs (`gpu_timing.Sandbox`)."""
+        """How this submission's timing server runs (`gpu_timing.Sandbox`): in its sandbox,
+        with nothing of the grader's."""
         from grader.grading.gpu_timing import Sandbox
 
-        record = self.work / ".timing.json"
-        seen = str(self.impl.with_name(record.name))
-        wrap = self.timing_wrap
-        return Sandbox(wrap, str(self.impl), seen, record, self.draw.key, self.timing_child)
+        return Sandbox(self.wrap, str(self.impl), self.draw.key, self.timing_servers)
 
     bands: tuple[Band, ...] = BANDS
     slowest: float = SLOWEST_FRACTION

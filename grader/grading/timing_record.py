@@ -2,8 +2,7 @@
 
 `grader.grading.gpu_timing` scores by these bands and writes the record beside the graded
 notebook; the cohort report, `grader.recheck` and `grader.gpu_check` read it back through
-`load`, which refuses a bad file with `RecordError` and its reason. The timing child runs in the
-sandbox, so this module is part of the kit it sees (`grader.grading.runner.TIMING_KIT`).
+`load`, which refuses a bad file with `RecordError` and its reason.
 """
 
 from __future__ import annotations
@@ -95,7 +94,10 @@ class ShapeTiming:
     reason: str  # why the shape earns nothing ("" when it earns its band)
     student_wall_ms: float | None = None
     reference_wall_ms: float | None = None
-    events_ms: float | None = None  # every timed call's events, both functions
+    events_ms: float | None = None  # every timed call's events, both (records before 2026-12)
+    copy_ms: float | None = None  # a plain device copy of the same bytes: the physics floor
+    harness_ms: float | None = None  # the harness around each call, subtracted from both
+    reference_alone_ms: float | None = None  # the reference once the submission had gone
 
     @property
     def shape(self) -> str:

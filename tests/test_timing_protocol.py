@@ -1,0 +1,131 @@
+"""The GPU timing's trusted side, judged on CPU against fake servers (`fake_timed_calls`).
+
+The parent times each command by its own clock, so sleeps stand in for kernels: what these
+tests hold is what the parent does with what it measures and what the servers say."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+import grader.grading.gpu_timing as gpu_timing
+from grader.grading import timing_record, timing_servers
+from learning.workshops.checking.faults import CheckerFault
+
+REFERENCE = {"call_ms": 60, "null_ms": 10, "copy_ms": 35}
+"""Net of the harness: the reference 50 ms a command, a copy 25: far above a loaded machine's
+scheduling noise."""
+
+
+@pytest.fixture
+def timed(monkeypatch, tmp_path):
+    """timing_points of a fake student (`how`) against a fake reference: points, record."""
+    monkeypatch.setattr(gpu_timing, "SERVER", "tests.fake_timed_calls")
+    monkeypatch.setattr(gpu_timing, "require_cuda", lambda: None)
+    monkeypatch.setattr(gpu_timing, "_versions", lambda: {"torch": "fake"})
+    monkeypatch.setattr(gpu_timing, "REPS", 5)
+    monkeypatch.setattr(gpu_timing, "ALONE_REPS", 3)
+    monkeypatch.setattr(gpu_timing, "ROW_SAMPLES", 1)
+
+    def run(how: dict, reference: dict = REFERENCE) -> tuple[float, dict]:
+        ref = tmp_path / "reference.json"
+        ref.write_text(json.dumps(reference))
+        monkeypatch.setattr(gpu_timing, "REFERENCE", ref)
+        impl = tmp_path / "student.json"
+        impl.write_text(json.dumps({**REFERENCE, **how}))
+        sandbox = gpu_timing.Sandbox(list, str(impl), "0" * 64)
+        out = tmp_path / timing_record.SIDECAR
+        points = gpu_timing.timing_points(2, sidecar=out, sandbox=sandbox)
+        timing_record.load(out)  # what the cohort report and recheck read
+        return points, json.loads(out.read_text())
+
+    return run
+
+
+def test_times_are_the_parents_net_of_the_harness(timed):
+    """Is the ratio the parent's: (student - null) / (reference - null), scored by the bands?"""
+    points, record = timed({"call_ms": 110})  # net 100 against 50 ms: ratio 2, the 1/2 band
+    assert points == 1.0
+    for shape in record["shapes"]:
+        assert 1.6 < shape["ratio"] < 2.4 and shape["reason"] == "", shape
+        assert shape["copy_ms"] > 0 and shape["harness_ms"] > 0
+        assert shape["reference_alone_ms"] > 0
+
+
+def test_a_wrong_checksum_earns_nothing(timed):
+    points, record = timed({"sums_offset": 1.0})
+    assert points == 0
+    assert all("checksum differs" in s["reason"] for s in record["shapes"])
+
+
+def test_rows_that_differ_earn_nothing(timed):
+    points, record = timed({"rows_byte": 64})  # each float 3.0, not 0.0
+    assert points == 0
+    assert all("rows compared in full differ" in s["reason"] for s in record["shapes"])
+
+
+def test_a_time_below_the_copy_is_refused(timed):
+    """Is a student faster than a plain copy of the same bytes refused, never rewarded?"""
+    points, record = timed({"call_ms": 20})  # net 10 ms against a copy's 25
+    assert points == 0
+    assert all("faster than a plain copy" in s["reason"] for s in record["shapes"])
+
+
+def test_a_reference_slowed_beside_the_submission_earns_nothing(timed, monkeypatch):
+    """When the reference ran slower beside the submission than alone, is the timing run
+    again, and does it then earn nothing, saying why?"""
+    starts = []
+    real = gpu_timing._start_now
+
+    def counted(sandbox):
+        starts.append(sandbox)
+        return real(sandbox)
+
+    monkeypatch.setattr(gpu_timing, "_start_now", counted)
+    monkeypatch.setattr(gpu_timing, "INTERFERENCE", 0.5)  # alone is never twice as fast here
+    points, record = timed({})
+    assert points == 0 and len(starts) == 1 + gpu_timing.RETRIES
+    assert all("kept the GPU busy" in s["reason"] for s in record["shapes"])
+
+
+@pytest.mark.parametrize(
+    ("how", "why"),
+    [
+        ({"silent": True}, "no reply in time"),
+        ({"bad_length": True}, "not its length"),
+        ({"load_error": "NameError: tl"}, "do not load (NameError: tl)"),
+    ],
+)
+def test_a_student_server_that_fails_scores_0_with_its_cause(timed, monkeypatch, how, why):
+    monkeypatch.setattr(timing_servers, "CALL_TIMEOUT_S", 2.0)
+    points, record = timed(how)
+    assert points == 0 and why in record["error"]
+
+
+def test_the_references_failure_is_the_checkers(timed, monkeypatch):
+    """When the reference's server fails, does the cell raise CheckerFault, not score 0?"""
+    with pytest.raises(CheckerFault, match="the definitions do not load"):
+        timed({}, {"load_error": "ImportError: triton"})
+
+
+def test_the_students_server_is_stopped_between_its_calls(monkeypatch, tmp_path):
+    """Between its commands, is every process of the student's server stopped (SIGSTOP)?"""
+    monkeypatch.setattr(gpu_timing, "SERVER", "tests.fake_timed_calls")
+    impl = tmp_path / "student.json"
+    impl.write_text(json.dumps(REFERENCE))
+    server = timing_servers.Server(gpu_timing._server_argv(str(impl)), stoppable=True)
+    try:
+        server.first()
+        server.call("call 8 8 1 2")
+        stat = Path(f"/proc/{server.process.pid}/stat")
+        for _ in range(100):  # a signal is delivered soon after it is sent, not at once
+            if stat.read_text().rsplit(")", 1)[1].split()[0] == "T":
+                break
+            time.sleep(0.01)
+        assert stat.read_text().rsplit(")", 1)[1].split()[0] == "T"
+        assert len(server.call("call 8 8 2 2")[0]["sums"]) == 2  # woken for the next one
+    finally:
+        server.close()
