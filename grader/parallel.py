@@ -58,12 +58,10 @@ robin, with CUDA_VISIBLE_DEVICES, and gets I1_GPU_LOCK, the path of that GPU's l
 in the course (`autograded/.gpu-<host>-<id>.lock`, named after the machine too, since a
 course on a shared filesystem is graded from several: git-ignored, unseen by nbgrader's
 globs).
-Student kernels inherit both. The hidden timing cell holds `gpu_lock()` (`grader.gpu_lock`),
-an exclusive `fcntl.flock` on that file, while it times: correctness cells run in parallel,
-timings on one GPU never overlap. Without a GPU neither variable is set. With more workers
-than GPUs, another worker's correctness cells can still run beside a timing on the same GPU;
-the grade is a student/reference ratio timed interleaved, so a uniform slowdown cancels, but
-for undisturbed timings use one worker per GPU (or have GPU work take `gpu_lock(shared=True)`).
+Grading a submission holds that lock shared, from before its first sandbox starts to its
+end; the hidden timing cell holds it exclusively while it times (`grader.gpu_lock`), so no
+other submission's code runs on that GPU while a timing measures. Without a GPU neither
+variable is set.
 """
 
 from __future__ import annotations

@@ -62,7 +62,10 @@ class ChecksAhead:
     ) -> None:
         import torch
 
+        from grader.gpu_lock import gpu_share
+
         self._stack = contextlib.ExitStack()
+        self._stack.enter_context(gpu_share())  # no other submission's timing meanwhile
         self._runner = self._stack.enter_context(sandboxed_copy(nb, draw))
         self._lanes = [self._runner]
         checks = list(plan)
