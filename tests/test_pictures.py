@@ -183,3 +183,35 @@ def test_save_view_writes_a_png(tmp_path):
     path = save_view(transpose(), tmp_path / "sub" / "t.png")
     assert path == tmp_path / "sub" / "t.png"
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_view_with_no_rows_says_it_reads_no_cell():
+    """Does the storage caption of a view with no rows say that it reads none, instead of
+    "cells 0 to 0 drawn" (no cell is drawn of an empty storage)?"""
+    for view in (torch.zeros(0, 7), torch.arange(10.0).view(2, 5)[:0]):
+        _, storage = panels(draw_view(view))
+        caption = storage.get_title(loc="left")
+        assert "the view has no rows, so it reads none" in caption
+        assert "cells 0 to 0 drawn" not in caption
+    _, storage = panels(draw_view(torch.zeros(0, 7)))
+    assert "no cell drawn" in storage.get_title(loc="left")
+
+
+def test_the_backward_draws_y_and_dy_side_by_side():
+    """Does a failing backward case's picture draw both of its views, y and dy, each under
+    its name with its own pointer, so a misread dy shows (not y alone)?"""
+    from learning.workshops.checking.records import Case
+    from learning.workshops.checking.shrink import build_views, view_words
+    from learning.workshops.notebook.pictures import draw_views
+
+    case = Case("sliced-dy", "contiguous", 3, 4, grad_layout="slice")
+    views = build_views(case, seed=0)
+    assert [name for name, _ in views] == ["y", "dy"]
+    assert views[1][1].stride() == case.grad_geometry.strides
+    assert "dy: a (3, 4) slice [1:, 1::2]" in view_words(case)
+    fig = draw_views(views, "smallest failing view")
+    grids = [ax for ax in fig.axes if ax.get_label() == "grid"]
+    stores = [ax for ax in fig.axes if ax.get_label() == "storage"]
+    assert [g.get_title(loc="left").splitlines()[0] for g in grids] == ["y", "dy"]
+    pointers = [t.get_text() for ax in stores for t in ax.texts if "data_ptr" in t.get_text()]
+    assert pointers == ["y.data_ptr() \u2192 index 0", "dy.data_ptr() \u2192 index 10"]

@@ -292,7 +292,14 @@ FILL_WORDS = {
 
 
 def view_words(case: Case) -> str:
-    """The case's view in words: how it is built, its strides, offset, dtype and extras."""
+    """The case's view in words: how it is built, its strides, offset, dtype and extras;
+    for the backward, y's and dy's."""
+    if case.grad_layout is not None:
+        dy = replace(case, layout=case.grad_layout, grad_layout=None)
+        g = dy.geometry
+        dy_words = LAYOUT_WORDS[dy.layout].format(view=(dy.rows, dy.cols), base=base_shape(dy))
+        y_words = view_words(replace(case, grad_layout=None))
+        return f"y: {y_words}; dy: {dy_words}, strides {g.strides}, offset {g.offset}"
     g = case.geometry
     built = LAYOUT_WORDS[case.layout].format(view=(case.rows, case.cols), base=base_shape(case))
     words = [built, f"strides {g.strides}", f"offset {g.offset}", case.dtype]
@@ -316,9 +323,34 @@ def build_view(case: Case, seed: int) -> torch.Tensor:
     return base.as_strided((g.rows, g.cols), g.strides, g.offset)
 
 
+def build_views(case: Case, seed: int) -> list[tuple[str, torch.Tensor]]:
+    """The views a case's call read, named, with its run's values for `seed`: x, or the
+    backward's y and dy (either may be the one misread), each over its base tensor."""
+    if case.grad_layout is None:
+        return [("x", build_view(case, seed))]
+    from learning.workshops.checking.exchange import build_inputs
+
+    storages = build_inputs("backward", case, seed).storages
+    views = []
+    layouts = (case.layout, case.grad_layout)
+    for name, storage, layout in zip(("y", "dy"), storages, layouts, strict=True):
+        one = replace(case, layout=layout, grad_layout=None)
+        rows, cols = base_shape(one)
+        g = one.geometry
+        base = storage[: max(rows * cols, g.footprint_end)].clone()
+        views.append((name, base.as_strided((g.rows, g.cols), g.strides, g.offset)))
+    return views
+
+
 def verdict_words(shrunk: Shrunk, seed: int) -> str:
     """The verdict's text without the view's description that starts it."""
-    where = describe(build_view(shrunk.case, seed))
+    views = dict(build_views(shrunk.case, seed))
+    if "dy" in views:
+        dy = views["dy"]
+        where = f"y {describe(views['y'])}; dy strides {tuple(dy.stride())}, "
+        where += f"offset {dy.storage_offset()}"
+    else:
+        where = describe(views["x"])
     return shrunk.result.verdict.text.removeprefix(f"{where}: ")
 
 
@@ -340,7 +372,8 @@ def picture_title(shrunk: Shrunk) -> str:
 
 
 def draw(shrunk: Shrunk, seed: int, path: Path) -> Path:
-    """Save the address explorer's picture (`draw_view`) of the smallest failing view."""
+    """Save the address explorer's picture (`draw_view`) of the smallest failing view: for
+    the backward, y's and dy's side by side."""
     from learning.workshops.notebook.pictures import save_view
 
-    return save_view(build_view(shrunk.case, seed), path, picture_title(shrunk))
+    return save_view(build_views(shrunk.case, seed), path, picture_title(shrunk))

@@ -41,11 +41,13 @@ def draw_view(
     title: str | None = None,
     ax_grid: Axes | None = None,
     ax_storage: Axes | None = None,
+    name: str = "x",
 ) -> Figure:
     """Draw the logical grid of the 2-D view `x` above the storage cells it reads.
 
     Pass `ax_grid` and `ax_storage` together to draw into existing axes; otherwise a new
-    figure is made. Returns the figure that holds the drawing.
+    figure is made; `name` is what the view is called in the picture. Returns the figure
+    that holds the drawing.
     """
     _check(x)
     if (ax_grid is None) != (ax_storage is None):
@@ -65,15 +67,21 @@ def draw_view(
 
     _draw_grid(ax_grid, x, index, values, colours, reads)
     ax_grid.set_title(_title(x, title), fontsize=12, loc="left")
-    _draw_storage(ax_storage, x, index, colours, reads, strip_len)
+    _draw_storage(ax_storage, x, index, colours, reads, strip_len, name)
     return fig
 
 
-def save_view(x: torch.Tensor, path: str | os.PathLike[str], title: str | None = None) -> Path:
-    """Draw `x` with `draw_view` and save it as a PNG at `path`; return the path."""
+def save_view(
+    x: torch.Tensor | list[tuple[str, torch.Tensor]],
+    path: str | os.PathLike[str],
+    title: str | None = None,
+) -> Path:
+    """Draw `x` with `draw_view` (or named views with `draw_views`) and save it as a PNG at
+    `path`; return the path."""
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    draw_view(x, title).savefig(out, dpi=130, format="png", bbox_inches="tight", pad_inches=0.2)
+    figure = draw_views(x, title) if isinstance(x, list) else draw_view(x, title)
+    figure.savefig(out, dpi=130, format="png", bbox_inches="tight", pad_inches=0.2)
     return out
 
 
@@ -105,7 +113,9 @@ def _strip_length(x: torch.Tensor, index: list[list[int]]) -> int:
     return max(last + 1, whole if whole <= STRIP_LABELLED else 0)
 
 
-def _new_figure(rows: int, cols: int, strip_len: int) -> tuple[Figure, Axes, Axes]:
+def _sizes(rows: int, cols: int, strip_len: int) -> tuple[float, float, float]:
+    """The width of a view's picture and the heights of its grid and storage panels, in
+    inches."""
     cell = 0.78 if cols <= 8 else 0.62
     grid_w = max(cols, 1) * cell
     grid_h = max(rows, 1) * cell * 0.8 + 1.3
@@ -121,11 +131,45 @@ def _new_figure(rows: int, cols: int, strip_len: int) -> tuple[Figure, Axes, Axe
         strip_h = _pitch(lines) * (lines - 1) * cell_w + 2.2 * cell_w + 1.0
     else:
         strip_h = 1.9
-    fig = Figure(figsize=(width, grid_h + strip_h), layout="constrained")
+    return width, grid_h, strip_h
+
+
+def _panels(fig, grid_h: float, strip_h: float) -> tuple[Axes, Axes]:
+    """A view's two panels, the grid above the storage, in a figure or a subfigure."""
     ax_grid, ax_storage = fig.subplots(2, 1, height_ratios=[grid_h, strip_h])
     for ax in (ax_grid, ax_storage):
         ax.set_anchor("W")  # both panels and their captions start at the left edge
-    return fig, ax_grid, ax_storage
+    return ax_grid, ax_storage
+
+
+def _new_figure(rows: int, cols: int, strip_len: int) -> tuple[Figure, Axes, Axes]:
+    width, grid_h, strip_h = _sizes(rows, cols, strip_len)
+    fig = Figure(figsize=(width, grid_h + strip_h), layout="constrained")
+    return fig, *_panels(fig, grid_h, strip_h)
+
+
+def draw_views(views: list[tuple[str, torch.Tensor]], title: str | None = None) -> Figure:
+    """Draw several named views side by side, each as `draw_view` draws one (the backward's
+    y and dy: either may be the one misread), under one title."""
+    if len(views) == 1:
+        name, x = views[0]
+        return draw_view(x, title)
+    for _, x in views:
+        _check(x)
+    sizes = []
+    for _, x in views:
+        rows, cols = min(x.shape[0], CORNER), min(x.shape[1], CORNER)
+        sizes.append(_sizes(rows, cols, _strip_length(x, _indices(x, rows, cols))))
+    height = max(g + s for _, g, s in sizes) + (0.6 if title else 0.0)
+    fig = Figure(figsize=(sum(w for w, _, _ in sizes), height), layout="constrained")
+    widths = [w for w, _, _ in sizes]
+    for sub, (name, x), (_, grid_h, strip_h) in zip(
+        fig.subfigures(1, len(views), width_ratios=widths), views, sizes, strict=True
+    ):
+        draw_view(x, name, *_panels(sub, grid_h, strip_h), name=name)
+    if title:
+        fig.suptitle(title, fontsize=12, x=0.0, ha="left")
+    return fig
 
 
 def _add(ax: Axes, patch: Rectangle) -> None:
@@ -282,8 +326,10 @@ def _draw_storage(
     colours: list[tuple[float, float, float]],
     reads: Counter[int],
     length: int,
+    name: str = "x",
 ) -> None:
-    """The storage strip: each cell coloured by the rows that read it, grey where none does."""
+    """The storage strip: each cell coloured by the rows that read it, grey where none does;
+    `name` is the tensor's name in the pointer's label."""
     ax.set_label("storage")
     readers = _readers(index)
     ax.set_title(_storage_title(x, length, reads), fontsize=9.5, loc="left")
@@ -364,7 +410,7 @@ def _draw_storage(
     if offset < length and x.numel():
         left, top = corner(offset)
         ax.annotate(
-            f"x.data_ptr() \u2192 index {offset}",
+            f"{name}.data_ptr() \u2192 index {offset}",
             xy=(left + 0.5, top + 1.02),
             xytext=(left + 0.1 if left < per_line / 2 else left + 0.9, top + 1.6),
             ha="left" if left < per_line / 2 else "right",
@@ -414,6 +460,10 @@ def _storage_title(x: torch.Tensor, length: int, reads: Counter[int]) -> str:
     whole = _storage_length(x)
     corner_only = x.shape[0] > CORNER or x.shape[1] > CORNER
     noun = "element" if whole == 1 else "elements"
+    if not x.numel():  # no element reads anything: no colours to explain
+        empty = "no rows" if not x.shape[0] else "no columns"
+        drawn = f"cells 0 to {length - 1} drawn" if length else "no cell drawn"
+        return f"storage: {whole} {noun}, {drawn}; the view has {empty}, so it reads none"
     lines = [f"storage: {whole} {noun} in one line; cells 0 to {max(length - 1, 0)} drawn"]
     if corner_only:
         lines[0] += " (as far as the drawn corner reads)"

@@ -30,7 +30,7 @@ from learning.workshops.checking.hints import diagnose
 from learning.workshops.checking.raised import raised_again
 from learning.workshops.checking.shrink import (
     Shrunk,
-    build_view,
+    build_views,
     report_lines,
     shrink,
     starting_case,
@@ -245,10 +245,10 @@ def show_failing_view(shrunk: Shrunk, seed: int) -> None:
     A failure to draw is swallowed: the picture is a help, and the cell's error comes next."""
     try:
         with quiet():  # matplotlib's warnings (and font-cache notes) stay off the cell
-            from learning.workshops.notebook.pictures import draw_view  # matplotlib: here only
+            from learning.workshops.notebook.pictures import draw_views  # matplotlib: here only
 
             title = failing_view_title(shrunk)
-            figure = draw_view(build_view(shrunk.case, seed), title)
+            figure = draw_views(build_views(shrunk.case, seed), title)
             png = io.BytesIO()
             figure.savefig(png, format="png", bbox_inches="tight", pad_inches=0.2)
             display_png(png.getvalue(), title)
