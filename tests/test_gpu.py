@@ -331,3 +331,40 @@ def test_timing_ratios_agree_run_to_run(tmp_path):
     for shape in zip(*runs, strict=True):
         ratios = [s["ratio"] for s in shape]
         assert max(ratios) / min(ratios) < 1.03, ratios
+
+
+HOG = """\
+_hog = torch.empty(int(torch.cuda.mem_get_info()[0] * 0.3), dtype=torch.uint8, device="cuda")
+_hog_a = torch.ones(4096, 4096, device="cuda")
+with torch.cuda.stream(torch.cuda.Stream()):
+    for _ in range(6000):  # about 18 s of the GPU, queued as each process loads this cell
+        torch.mm(_hog_a, _hog_a)
+
+
+"""
+
+
+def test_a_neighbour_on_the_gpu_costs_no_timing_points(tmp_path):
+    """Graded by grader.parallel beside a submission that holds GPU memory and keeps the SMs
+    busy in every process that loads it, does an honest solution keep its 2/2 timing?"""
+    import subprocess
+    import sys
+
+    from grader import course
+    from learning.workshops.checking.child import child_env
+
+    root = course.new_course(tmp_path / "course")
+    course.submit(root, "honest", course.solved_notebook(root))
+    hog = Edit(
+        "strided_softmax",
+        "def strided_softmax(x, num_warps=4):",
+        HOG + "def strided_softmax(x, num_warps=4):",
+    )
+    course.submit(root, "hog", course.solved_notebook(root, (hog,)))
+    command = [sys.executable, "-m", "grader.parallel", course.ASSIGNMENT]
+    command += ["--course", str(root), "--workers", "2"]
+    subprocess.run(command, env=child_env(), check=True, timeout=400)
+    scores = {(c.student, c.cell): c.score for c in course.cell_scores(root)}
+    sidecar = root / "autograded" / "honest" / course.ASSIGNMENT / "i1_timing.json"
+    print(json.loads(sidecar.read_text()))
+    assert scores[("honest", "hidden_timing")] == 2
