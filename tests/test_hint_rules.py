@@ -339,6 +339,14 @@ ROWS = (
                 fail("transpose", Failure.OUT_OF_BOUNDS, "outside the view's footprint"),
                 fail("slice", Failure.VALUES, VALUES),
             ],
+            # the row stride in bytes: one-column views misread too, row broadcasts pass
+            [
+                ok("row-broadcast"),
+                fail("width-one", Failure.OUT_OF_BOUNDS, "outside the view's footprint"),
+                fail("contiguous", Failure.OUT_OF_BOUNDS, "loaded element 147 of X"),
+                fail("contiguous-pow2", Failure.OUT_OF_BOUNDS, "loaded element 768 of X"),
+                fail("transpose", Failure.OUT_OF_BOUNDS, "outside the view's footprint"),
+            ],
         ),
         (
             [ok("contiguous"), fail("transpose", Failure.VALUES, VALUES)],

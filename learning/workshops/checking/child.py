@@ -53,6 +53,9 @@ def serve(impl: Path, jobs, emit: Callable[..., None]) -> None:
 
     mode = select_mode(verbose=False)
     from learning.workshops.checking.loader import LoadError, function_in, load_module
+    from learning.workshops.notebook.interpreter import first_configs
+
+    first_configs()  # autotuned kernels: the first config, on a GPU as in the interpreter
 
     try:
         module = load_module(impl)

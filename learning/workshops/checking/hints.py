@@ -79,11 +79,10 @@ MESSAGES = {
         "(in the backward, y and dy each with its own strides)."
     ),
     HintId.ROW_STRIDE: (
-        "Only views whose rows share one address (row stride 0) or that have one column "
-        "pass; every other view fails, contiguous ones too: where a row starts is wrong. "
-        "Row r starts at X + r*SR with SR = x.stride(0), counted in elements: not "
-        "multiplied by N or by the element size (r*SR*N reads other rows, or past the "
-        "tensor)."
+        "Views whose rows share one address (row stride 0) pass, and every contiguous view "
+        "fails: where a row starts is wrong. Row r starts at X + r*SR with SR = x.stride(0), "
+        "counted in elements: not multiplied by N or by the element size (r*SR*N or "
+        "r*SR*4 reads other rows, or past the tensor)."
     ),
     HintId.DOUBLE_OFFSET: (
         "Only views with a storage offset fail: the pointer Triton receives already points at "
@@ -287,16 +286,24 @@ def _shown(failed: list[CaseResult], results: list[CaseResult]) -> bool:
 
 
 def _row_stride(results: list[CaseResult]) -> list[CaseResult]:
-    """Every view misread has rows apart (a row stride that moves something), contiguous ones
-    and others among them, and some view whose row stride moves nothing passes: where row r
-    starts is wrong whatever the layout."""
+    """Every contiguous view of several columns fails, every view misread has rows apart,
+    contiguous ones and others among them, and a view whose rows share one address (row
+    stride 0), or one of a single column, passes: where row r starts is wrong whatever the
+    layout (r*SR*N, or SR in bytes)."""
+    views = _views(results)
     failed = _misread(results)
     if not _shown(failed, results):
         return []
-    steady = [r for r in _views(results) if r.passed and not _has(r, "row-strided")]
-    contiguous = {_has(r, "contiguous") for r in failed}
-    if failed and steady and all(_has(r, "row-strided") for r in failed) and len(contiguous) == 2:
-        return failed  # contiguous views misread and views that are not: no layout is read
+    steady = [r for r in views if r.passed and (not _has(r, "row-strided") or r.cols == 1)]
+    contiguous = [r for r in views if _has(r, "contiguous") and r.cols > 1]
+    if (
+        steady
+        and contiguous
+        and not any(r.passed for r in contiguous)
+        and all(_has(r, "row-strided") for r in failed)
+        and {_has(r, "contiguous") for r in failed} == {True, False}
+    ):
+        return failed
     return []
 
 

@@ -47,8 +47,8 @@ class Geometry:
         """The properties hints reason about. A stride counts only where it moves an element:
         a view of one column has no column stride to get wrong, one of one row no row
         stride. "contiguous": every element where a new contiguous tensor would hold it;
-        "row-strided": several rows of several columns, rows apart (a wrong row address
-        shows); "col-strided": columns not adjacent; "offset": a shifted pointer."""
+        "row-strided": several rows, apart (a wrong row address shows); "col-strided":
+        columns not adjacent; "offset": a shifted pointer."""
         sr, sc = self.strides
         rows_move, cols_move = self.rows > 1, self.cols > 1
         found = set()
@@ -56,7 +56,7 @@ class Geometry:
             found.add("contiguous")
         if cols_move and sc != 1:
             found.add("col-strided")
-        if rows_move and cols_move and sr != 0:
+        if rows_move and sr != 0:
             found.add("row-strided")
         if self.offset:
             found.add("offset")
