@@ -425,3 +425,13 @@ def test_every_rule_has_a_row():
 def test_a_checker_fault_is_no_evidence():
     """Does a case the checker failed on give no hint, even the one its features suggest?"""
     assert ids([fail("zero-rows", Failure.INTERNAL_ERROR, "KeyError at cases.py:1")]) == []
+
+
+def test_the_stability_hint_says_how_each_sign_of_row_gives_nan():
+    """Does the stability hint say that exp overflows for large positive values and
+    underflows to 0 for large negative ones (0/0 is NaN too), not that it overflows alone?"""
+    from learning.workshops.checking.hints import MESSAGES
+
+    message = MESSAGES[HintId.STABILITY]
+    assert "overflows to inf" in message and "underflows to 0" in message
+    assert "0 by 0" in message

@@ -53,3 +53,24 @@ def test_an_autotuned_kernel_says_it_ran_its_first_config():
     report = run_check(FORWARD, FOLDER / "autotuned_many.py", seed=5)
     [note] = [n for n in report.notes if "autotune" in n]
     assert "ran the first of 120 autotune configs" in note and "without timing them" in note
+
+
+@pytest.mark.parametrize("name", EXPECTED)
+def test_the_hints_need_no_audit(name, monkeypatch):
+    """On a GPU no audit watches the loads and stores: do values, layout, the NaN-filled
+    storage and the guarded output alone give each kernel the same hints (the part of a
+    GPU's run that this machine can show)?"""
+    import contextlib
+
+    from learning.workshops.checking import cases, followons
+    from learning.workshops.checking.cases import OPS, suite
+    from learning.workshops.checking.hints import diagnose
+    from learning.workshops.checking.loader import load_module
+    from learning.workshops.notebook.testing import run_cases
+
+    monkeypatch.setattr(cases, "_audit", lambda x: contextlib.nullcontext())
+    monkeypatch.setattr(followons, "_audited", lambda *t, **k: contextlib.nullcontext())
+    op, hints = EXPECTED[name]
+    fn = getattr(load_module(FOLDER / f"{name}.py"), OPS[op].function)
+    results = run_cases(fn, op, suite(op, None, "cpu"), seed=5)
+    assert [h.id for h in diagnose(results)] == hints, [r.detail for r in results if not r.passed]
