@@ -60,8 +60,9 @@ course on a shared filesystem is graded from several: git-ignored, unseen by nbg
 globs).
 Grading a submission holds that lock shared, from before its first sandbox starts to its
 end; the hidden timing cell holds it exclusively while it times (`grader.gpu_lock`), so no
-other submission's code runs on that GPU while a timing measures. Without a GPU neither
-variable is set.
+other submission's code runs on that GPU while a timing measures. Each worker also gets
+I1_GPU_SHARERS, the number of workers on its GPU: a submission's sandboxes are held to that
+share of the GPU's memory (`grader.isolation.gpu_memory`). Without a GPU none is set.
 """
 
 from __future__ import annotations
@@ -97,6 +98,7 @@ from grader.gradebook import (
     shown_url,
 )
 from grader.grading.readiness import add_unsafe_option, ready_to_grade
+from grader.isolation.gpu_memory import SHARERS_ENV
 from grader.isolation.limits import WORKERS_ENV
 from grader.isolation.sandbox import SandboxUnavailable
 from learning.workshops.checking.child import child_env
@@ -236,6 +238,8 @@ def worker_env(
         host = socket.gethostname().split(".")[0]
         name = f".gpu-{host}-{gpu}.lock".replace(os.sep, "_")
         env[GPU_LOCK_ENV] = str(root / "autograded" / name)
+        sharers = sum(1 for s in range(max(1, workers)) if s % len(gpus) == slot % len(gpus))
+        env[SHARERS_ENV] = str(sharers)  # each one's share of its memory (gpu_memory)
     return env
 
 

@@ -66,6 +66,7 @@ class ChecksAhead:
 
         self._stack = contextlib.ExitStack()
         self._stack.enter_context(gpu_share())  # no other submission's timing meanwhile
+        self._watch_gpu_memory()
         self._runner = self._stack.enter_context(sandboxed_copy(nb, draw))
         self._lanes = [self._runner]
         checks = list(plan)
@@ -88,6 +89,15 @@ class ChecksAhead:
             thread.daemon = True
             self._threads.append(thread)
             thread.start()
+
+    def _watch_gpu_memory(self) -> None:
+        """Hold this submission's sandboxes to its share of a GPU that others share too."""
+        from grader.isolation.gpu_memory import GpuMemoryWatch, limit_bytes
+
+        limit = limit_bytes()
+        if limit is not None:
+            said = lambda text: self._runner.say(text)  # noqa: E731 (the runner comes next)
+            self._stack.enter_context(GpuMemoryWatch(limit, said))
 
     def _run(self, lane: Runner, checks: list[Planned], ran: threading.Event) -> None:
         try:
