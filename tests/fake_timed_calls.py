@@ -43,6 +43,11 @@ def main() -> None:
             reply(fd, bytes([how.get("rows_byte", 0)]) * 4 * len(words[1:]) * 8)
             continue
         seed, count = int(words[3]), int(words[4])
+        once = how.get("out_of_memory_once")
+        if op == "call" and once and not os.path.exists(once):
+            open(once, "w").close()
+            reply(fd, json.dumps({"error": "OutOfMemoryError: CUDA out of memory."}).encode())
+            continue
         if op == "call" and how.get("silent"):
             time.sleep(3600)
         if op == "call" and how.get("bad_length"):

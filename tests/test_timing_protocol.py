@@ -105,6 +105,14 @@ def test_a_student_server_that_fails_scores_0_with_its_cause(timed, monkeypatch,
     assert points == 0 and why in record["error"]
 
 
+def test_running_out_of_gpu_memory_once_is_retried(timed, tmp_path):
+    """A server that ran out of GPU memory (a neighbour's doing, say) is started again, and
+    the timing that follows counts."""
+    points, record = timed({"out_of_memory_once": str(tmp_path / "ran-out")})
+    assert (tmp_path / "ran-out").exists()
+    assert points == 2 and not record.get("error")
+
+
 def test_the_references_failure_is_the_checkers(timed, monkeypatch):
     """When the reference's server fails, does the cell raise CheckerFault, not score 0?"""
     with pytest.raises(CheckerFault, match="the definitions do not load"):

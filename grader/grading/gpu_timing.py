@@ -82,8 +82,10 @@ measurement's noise (a few percent on the H200)."""
 INTERFERENCE = 1.10
 """The reference beside the submission at most this much slower than alone."""
 RETRIES = 1
-"""Whole timings run again when the reference was disturbed, before the submission is
-held responsible."""
+"""Whole timings run again when the reference was disturbed, or the student's server ran
+out of GPU memory, before the submission is held responsible."""
+OUT_OF_MEMORY = "out of memory"
+"""In the reason a server failed: CUDA's words for an allocation it could not make."""
 
 
 def _server_argv(impl: str) -> list[str]:
@@ -206,7 +208,8 @@ def _timing_points(
             finally:
                 servers.close()
                 sandbox.started = None
-            if not (record and record.pop("disturbed", False)) or attempt == RETRIES:
+            disturbed = record.pop("disturbed", False) if record else OUT_OF_MEMORY in why
+            if not disturbed or attempt == RETRIES:
                 break
     if record is not None:
         record["seconds"] = round(time.monotonic() - started, 2)
