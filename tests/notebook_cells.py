@@ -11,6 +11,7 @@ course's one full autograde shows nbgrader takes the same cells (tests/test_nbgr
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 
 import nbformat
@@ -29,7 +30,7 @@ from grader.grading.hidden_regions import hidden_checks, split_hidden_tests
 from grader.grading.screening import cells_lost, screen_submission
 from learning.workshops.checking.cases import OPS
 from learning.workshops.checking.isolation import Session
-from learning.workshops.checking.loader import load_module
+from learning.workshops.checking.loader import load_module, notebook_definitions
 from learning.workshops.measuring.results import H200_SAMPLE, load
 from learning.workshops.notebook.testing import quiet, run_cases, verdict
 
@@ -49,10 +50,18 @@ def graded_cells(notebook) -> list[tuple[str, str]]:
 
 
 def lost_cells(
-    path: Path, draw: Draw, isolated: bool = False, skip: frozenset[str] = frozenset()
+    path: Path,
+    draw: Draw,
+    isolated: bool = False,
+    skip: frozenset[str] = frozenset(),
+    like: Path | None = None,
 ) -> set[str]:
     """The autograded cells of the notebook at `path` that fail, GPU-only cells and those
-    in `skip` left out."""
+    in `skip` left out. Cells the source screen already takes are not run. With `like` (a
+    notebook that loses no cell, the solution), neither are the cells whose code is the
+    same in both (`same_cells`): they score as that notebook's."""
+    screen = screened(path) - skip
+    skip = skip | screen | (same_cells(path, like) if like is not None else set())
     namespace = dict(vars(load_module(path)), RESULTS=load(H200_SAMPLE))
     lost = set()
     for grade_id, source in graded_cells(nbformat.read(SOURCE, as_version=4)):
@@ -69,7 +78,59 @@ def lost_cells(
                 _hidden_check(name, args, namespace, path, draw, isolated)
         except Exception:  # noqa: BLE001 - any exception fails the cell, as in nbgrader
             lost.add(grade_id)
-    return lost | (screened(path) - skip)
+    return lost | screen
+
+
+def definitions(path: Path) -> dict[str, tuple[str, set[str]]]:
+    """Each top-level name the notebook at `path` defines (as its hidden tests load it):
+    the source of its statement and the names that statement refers to."""
+    tree = ast.parse(notebook_definitions(path))
+    found = {}
+    for node in tree.body:
+        text = ast.unparse(node)
+        used = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            targets = [(a.asname or a.name).split(".")[0] for a in node.names]
+        elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            targets = [node.name]
+        else:
+            assigned = node.targets if isinstance(node, ast.Assign) else [node.target]
+            targets = [n.id for t in assigned for n in ast.walk(t) if isinstance(n, ast.Name)]
+        for name in targets:
+            found[name] = (text, used)
+    return found
+
+
+def reached(roots: set[str], defined: dict[str, tuple[str, set[str]]]) -> set[str]:
+    """The names of `defined` that code referring to `roots` can reach, through the names
+    each definition refers to."""
+    seen, todo = set(), [r for r in roots if r in defined]
+    while todo:
+        name = todo.pop()
+        if name not in seen:
+            seen.add(name)
+            todo += [n for n in defined[name][1] if n in defined and n not in seen]
+    return seen
+
+
+def same_cells(path: Path, like: Path) -> set[str]:
+    """The graded cells whose code is the same in the notebooks at `path` and `like`: every
+    definition the cell's visible code and hidden checks reach (the functions they call, and
+    all those call) has the same source in both. Such a cell runs the same code on the same
+    draw in both, so it scores in `path` as in `like`."""
+    mine, theirs = definitions(path), definitions(like)
+    same = set()
+    for grade_id, source in graded_cells(nbformat.read(SOURCE, as_version=4)):
+        visible, region = split_hidden_tests(source)
+        roots = {n.id for n in ast.walk(ast.parse(visible)) if isinstance(n, ast.Name)}
+        for name, args, _ in hidden_checks(region) if region else []:
+            roots |= {str(a) for a in args[:1]}
+            if name == "expect_hidden" and args:
+                roots.add(OPS[args[0]].function)
+        names = reached(roots, mine) | reached(roots, theirs)
+        if all(n in mine and n in theirs and mine[n][0] == theirs[n][0] for n in names):
+            same.add(grade_id)
+    return same
 
 
 def screened(path: Path) -> set[str]:

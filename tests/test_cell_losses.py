@@ -29,9 +29,8 @@ OPTIONAL_FUNCTIONS = frozenset(
         "strided_softmax_backward",
     }
 )
-"""The optional exercises' cells, and the only functions they run: a bug that edits none of
-these leaves those cells as the solution's, which loses none of them (checked below), so
-its own run leaves them out (about 2 s of hidden cases a bug)."""
+"""The optional exercises' cells (extra credit), and the only functions they run: what a
+bug that edits none of these loses is counted without them (`Bug.loses` leaves them out)."""
 
 
 def _submitted(tmp_path, notebook):
@@ -40,23 +39,50 @@ def _submitted(tmp_path, notebook):
     return path
 
 
+@pytest.fixture(scope="module")
+def solution(tmp_path_factory):
+    """The solved notebook, which loses no cell (checked below): a submission's cells whose
+    code is the solution's are not run again (`notebook_cells.same_cells`), about 3 s of
+    hidden cases saved for a bug of the wrapper, all of them for one the screen fails."""
+    return _submitted(tmp_path_factory.mktemp("solution"), course.solved_notebook(course.REPO))
+
+
 @pytest.mark.parametrize("bug", GRADED, ids=[b.name for b in GRADED])
-def test_bug_loses_exactly_its_cells(bug, tmp_path):
+def test_bug_loses_exactly_its_cells(bug, solution, tmp_path):
     """Does each buggy submission lose exactly the cells that test its bug?"""
     path = _submitted(tmp_path, course.solved_notebook(course.REPO, bug.edits))
     isolated = bug.hint in CRASHES_CHILDREN
     optional = any(edit.function in OPTIONAL_FUNCTIONS for edit in bug.edits)
     skip = frozenset() if optional else OPTIONAL_CELLS
-    assert lost_cells(path, course_draw(), isolated, skip) == set(bug.loses)
+    assert lost_cells(path, course_draw(), isolated, skip, like=solution) == set(bug.loses)
 
 
 @pytest.mark.parametrize("shape", DECOMPOSITIONS)
-def test_every_decomposition_loses_nothing(shape, tmp_path):
+def test_every_decomposition_loses_nothing(shape, solution, tmp_path):
     """Does a correct kernel decomposed another way (another grid axis, a persistent loop,
     several rows or column tiles per program, a compiled handle, autotune, heuristics)
-    pass every correctness cell, hidden ones included?"""
+    pass every correctness cell it reaches, hidden ones included?"""
     path = _submitted(tmp_path, course.shape_notebook(course.REPO, shape))
-    assert lost_cells(path, course_draw()) == set()
+    assert lost_cells(path, course_draw(), like=solution) == set()
+
+
+def test_a_cell_runs_again_where_the_submission_differs(solution, tmp_path):
+    """Does `same_cells` leave out only the cells whose code the submission shares with the
+    solution: for a wrapper's bug the pass-3 cells run again, for the kernel's the pass-2
+    and pass-3 cells, and for a copy of the solution none?"""
+    from notebook_cells import same_cells
+
+    every = {grade_id for grade_id, _ in graded_cells(nbformat.read(SOURCE, as_version=4))}
+    wrapper = next(b for b in GRADED if b.name == "no-validation")
+    kernel = next(b for b in GRADED if b.name == "pads-with-zero")
+    runs = {}
+    for bug in (wrapper, kernel):
+        (tmp_path / bug.name).mkdir()
+        path = _submitted(tmp_path / bug.name, course.solved_notebook(course.REPO, bug.edits))
+        runs[bug.name] = every - same_cells(path, solution)
+    pass3 = {"test_pass3", "hidden_pass3", "hidden_timing"}
+    assert runs == {wrapper.name: pass3, kernel.name: pass3 | {"test_pass2", "hidden_pass2"}}
+    assert same_cells(solution, solution) == every
 
 
 def test_the_solution_loses_nothing_and_the_release_everything(tmp_path):
