@@ -621,6 +621,22 @@ FOLLOW_ON_BUGS = (
         op="strided_softmax_",
     ),
     Bug(
+        "inplace-not-attempted",
+        "not-attempted",
+        "leaves the optional in-place exercise as its stub: not attempted, which costs "
+        "nothing and earns no extra credit",
+        (
+            Edit(
+                "strided_softmax_",
+                "    M, N = writable_matrix(x)\n",
+                '    raise NotImplementedError("not written yet: your code goes here")\n'
+                "    M, N = writable_matrix(x)\n",
+            ),
+        ),
+        _IN_PLACE_CELLS,
+        op="strided_softmax_",
+    ),
+    Bug(
         "inplace-returns-nothing",
         "not-in-place",
         "softmaxes x in place but forgets to return it, so the caller gets None",

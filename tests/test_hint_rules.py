@@ -68,6 +68,16 @@ TYPO = (
 """What a misspelled tl function raises under the interpreter, the student's line named."""
 ROWS = (
     Row(
+        HintId.NOT_ATTEMPTED,
+        (
+            [
+                in_place("contiguous", Failure.NOT_ATTEMPTED, NOT_IMPLEMENTED),
+                in_place("reject-3-d", Failure.NOT_ATTEMPTED, "raised NotImplementedError"),
+            ],
+        ),
+        ([in_place("contiguous", Failure.EXCEPTION, NOT_IMPLEMENTED)],),
+    ),
+    Row(
         HintId.UNFINISHED,
         (
             [fail("contiguous", Failure.EXCEPTION, NOT_IMPLEMENTED)],
@@ -411,6 +421,8 @@ def test_rule_gives_its_hint_and_only_it(row):
         if row.hint == HintId.EXCEPTION:  # one error, told once
             assert evidence[0] == failed[0].detail and len(evidence) == 2
             assert all(r.name in evidence[1] for r in failed[1:])
+        elif row.hint == HintId.NOT_ATTEMPTED:  # how many cases, and nothing else
+            assert evidence == (f"{len(failed)} cases raise the stub's NotImplementedError",)
         else:
             assert evidence and all(r.detail in evidence for r in failed)
     for results in row.misses:

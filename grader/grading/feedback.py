@@ -143,11 +143,13 @@ def hidden_failure(
     `run_examples`), whose view is none of `cases` nor `others` (the student's hidden cases
     of the other ops). No hidden case's name, size or values."""
     from learning.workshops.checking.faults import INTERNAL_ERROR
-    from learning.workshops.checking.hints import diagnose
+    from learning.workshops.checking.hints import MESSAGES, HintId, diagnose, not_attempted
 
     by_name = {case.name: case for case in cases}
     own = [r for r in results if r.failure != INTERNAL_ERROR]
     failed = [r for r in own if not r.passed]
+    if not_attempted(own):  # an optional exercise left as its stub: one line, no examples
+        return f"{op}: not attempted. {MESSAGES[HintId.NOT_ATTEMPTED]}"
     lines = [
         f"{op}: {len(failed)} of {len(own)} hidden cases fail. The kinds of input that failed:"
     ]
@@ -198,6 +200,7 @@ FAILURE_WORDS = {
     "read-after-write": "a program read what another one writes",
     "not-in-place": "the call did not return x",
     "row-sum": "dx equals y * dy: the row sum is missing",
+    "not-attempted": "the optional exercise is still its stub",
 }
 """What a failed example shows, by failure: words of the grader's own, never the child's."""
 

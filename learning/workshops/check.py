@@ -6,8 +6,9 @@
 The implementation runs in a child process, so a crash or a hang becomes a failed case.
 When a case fails, the same child then runs smaller views until it finds the smallest that
 fails the same way (`checking.shrink`); the report gives it, and --draw saves its picture.
-Exit status: 0 when every case passes, 1 when any fails, 2 for a usage error, 3 for an
-internal error (the checker itself failed, not your code: report it with the output).
+Exit status: 0 when every case passes (or an optional exercise is not attempted: still its
+stub), 1 when any fails, 2 for a usage error, 3 for an internal error (the checker itself
+failed, not your code: report it with the output).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from learning.workshops.checking.faults import (
     fault_text,
     internal_message,
 )
-from learning.workshops.checking.hints import Hint, HintId, diagnose
+from learning.workshops.checking.hints import MESSAGES, Hint, HintId, diagnose, not_attempted
 from learning.workshops.checking.isolation import IsolatedRun, Session
 from learning.workshops.checking.passes import where_to_start
 from learning.workshops.checking.raised import raised_again
@@ -43,8 +44,9 @@ SCHEMA = "i1-check/2"
 """The `--json` report's schema; 2 since each case's `failure` is spelled as the hint id it
 leads to (`no-kernel`, not `no-launch`)."""
 EXIT_STATUSES = (
-    "Exit status: 0 when every case passes, 1 when any fails, 2 for a usage error, 3 for an "
-    "internal error in the checker (not your code)."
+    "Exit status: 0 when every case passes (or an optional exercise is still its stub: not "
+    "attempted), 1 when any fails, 2 for a usage error, 3 for an internal error in the "
+    "checker (not your code)."
 )
 
 
@@ -72,6 +74,12 @@ class Report:
         return bool(self.results) and all(r.passed for r in self.results)
 
     @property
+    def attempted(self) -> bool:
+        """False for an optional exercise still as its stub: nothing is checked of it, and
+        nothing is wrong with leaving it."""
+        return not not_attempted(self.results)
+
+    @property
     def internal_errors(self) -> list[CaseResult]:
         """The cases the checker itself failed on: no evidence about the implementation."""
         return [r for r in self.results if r.failure == INTERNAL_ERROR]
@@ -86,6 +94,7 @@ class Report:
             "device": self.device,
             "seed": self.seed,
             "passed": self.passed,
+            "attempted": self.attempted,
             "cases": [r.to_json() for r in self.results],
             "hints": [h.to_json() for h in self.hints],
             "internal_errors": [{"case": r.name, "detail": r.detail} for r in self.internal_errors],
@@ -217,6 +226,13 @@ def format_report(report: Report, show_hints: bool) -> str:
         f"{report.op} from {report.impl}, {saved_words(report.saved)}: {passed} of "
         f"{len(report.results)} cases pass ({report.device}, seed {report.seed})"
     ]
+    if not report.attempted:  # an optional exercise left as its stub: one line, no cases
+        return "\n".join(
+            [
+                lines[0].replace(" cases pass (", " cases pass, not attempted ("),
+                MESSAGES[HintId.NOT_ATTEMPTED],
+            ]
+        )
     lines += [f"  note: {note}" for note in report.notes]
     width = max((len(r.name) for r in report.results), default=0)
     again = raised_again(report.results)
@@ -292,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
         print(format_report(report, args.hint) + drawn_line(report, picture, drawn))
     if report.internal_errors:
         return INTERNAL_EXIT
-    return 0 if report.passed else 1
+    return 0 if report.passed or not report.attempted else 1
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ from learning.workshops.checking.bad_inputs import run_bad_input
 from learning.workshops.checking.compare import changed, compare
 from learning.workshops.checking.exchange import Inputs, Observation, view_of
 from learning.workshops.checking.launches import count_launches
-from learning.workshops.checking.raised import called, first_line, raised_text
+from learning.workshops.checking.raised import called, first_line, is_stub, raised_text
 from learning.workshops.checking.records import (
     AUDIT_FAILURES,
     Case,
@@ -57,20 +57,28 @@ def run_case(
     seen: Observation | None = None,
 ) -> CaseResult:
     """Run `fn`, an in-place or backward op, on `case` (its storages `inputs`); say whether,
-    and how, it failed. `seen` records each call for a parent to judge (`cases.run_case`)."""
+    and how, it failed. `seen` records each call for a parent to judge (`cases.run_case`).
+    A call that raised the exercise's stub is `not-attempted`: the exercise is optional."""
     generator = torch.Generator().manual_seed(seed)
     if op.kind == "backward":
         if case.bad_input:
             verdict = run_bad_input(fn, case, device, generator, seen, backward=True)
-            return CaseResult.of(case, verdict)
+            return CaseResult.of(case, _attempted(verdict))
         with count_launches() as launches:
             verdict = _run_backward(fn, op, case, device, inputs, seen)
     else:
         if case.bad_input:
-            return CaseResult.of(case, run_bad_input(fn, case, device, generator, seen))
+            return CaseResult.of(case, _attempted(run_bad_input(fn, case, device, generator, seen)))
         with count_launches() as launches:
             verdict = _run_in_place(fn, op, case, device, inputs, seen)
-    return CaseResult.of(case, verdict, len(launches), case.cols)
+    return CaseResult.of(case, _attempted(verdict), len(launches), case.cols)
+
+
+def _attempted(verdict: Verdict) -> Verdict:
+    """`verdict`, or `not-attempted` when the call raised the stub's NotImplementedError."""
+    if verdict.failure is not None and is_stub(verdict.text):
+        return Verdict(Failure.NOT_ATTEMPTED, verdict.text)
+    return verdict
 
 
 def _audited(*tensors: torch.Tensor, read_only: bool = True) -> contextlib.AbstractContextManager:

@@ -9,11 +9,10 @@ and each message ends with what to look at next.
 from __future__ import annotations
 
 import enum
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from learning.workshops.checking.raised import raised_part
+from learning.workshops.checking.raised import is_stub, raised_part
 from learning.workshops.checking.records import CaseResult, Failure
 
 
@@ -22,6 +21,7 @@ class HintId(enum.StrEnum):
     the order of `RULES`. A hint that one failure leads to takes its id from `Failure`,
     which owns the string: one name on the wire and in the hints."""
 
+    NOT_ATTEMPTED = Failure.NOT_ATTEMPTED.value  # an optional exercise left as its stub
     UNFINISHED = "unfinished"
     BLOCK_POINTERS = "block-pointers"
     CRASH = Failure.CRASH.value
@@ -61,6 +61,11 @@ MESSAGES = {
         "pass 1. Tensor descriptors, which replace block pointers, need a contiguous last "
         "dimension and a 16-byte aligned base and strides: a transpose, a stride-2 slice or "
         "a shifted pointer is none of these."
+    ),
+    HintId.NOT_ATTEMPTED: (
+        "Not attempted: this optional exercise is still its stub. It earns extra credit when "
+        "done, and leaving it costs nothing. To attempt it, fill in its cells marked YOUR "
+        "CODE HERE, then run this check again."
     ),
     HintId.UNFINISHED: (
         "Not written yet: the function still raises its stub's NotImplementedError. Fill in "
@@ -391,23 +396,9 @@ def _unfinished(results: list[CaseResult]) -> list[CaseResult]:
     compiler refusing a kernel stub's `raise` on a GPU): nothing else to diagnose yet. Other
     NotImplementedErrors are not the stub's: Triton 3.9 raises one for block pointers."""
     failed = [r for r in results if not r.passed]
-    if failed and all(_is_stub(r.verdict.text) for r in failed):
+    if failed and all(is_stub(r.verdict.text) for r in failed):
         return failed
     return []
-
-
-_NOT_IMPLEMENTED = re.compile(r"NotImplementedError(?:: (?P<message>.*))?")
-
-
-def _is_stub(text: str) -> bool:
-    """Whether `text` reports a stub: a NotImplementedError that says nothing, or says
-    "not written yet" as the course's stubs do (or the compiler refusing a kernel stub)."""
-    if "AST node type: Raise" in text:
-        return True
-    found = _NOT_IMPLEMENTED.search(text)
-    if found is None:
-        return False
-    return not found["message"] or found["message"].startswith("not written yet")
 
 
 def _block_pointers(results: list[CaseResult]) -> list[CaseResult]:
@@ -419,6 +410,7 @@ BLOCK_POINTERS_GONE = "Block pointers have been removed"
 """The start of Triton 3.9's NotImplementedError for tl.make_block_ptr."""
 
 RULES: tuple[tuple[HintId, Rule], ...] = (
+    (HintId.NOT_ATTEMPTED, _failures(Failure.NOT_ATTEMPTED)),
     (HintId.UNFINISHED, _unfinished),
     (HintId.BLOCK_POINTERS, _block_pointers),
     (HintId.CRASH, _failures(Failure.CRASH)),
@@ -475,8 +467,17 @@ def diagnose(results: list[CaseResult]) -> list[Hint]:
     return hints
 
 
+def not_attempted(results: list[CaseResult]) -> bool:
+    """Whether every failed case is an optional exercise's stub: nothing to report but
+    that it is not attempted (no case lines, no other hint)."""
+    failed = [r for r in results if not r.passed]
+    return bool(failed) and all(r.failure == Failure.NOT_ATTEMPTED for r in failed)
+
+
 def evidence(hint_id: HintId, matched: list[CaseResult]) -> tuple[str, ...]:
     """A hint's evidence: its first four cases; one error raised by every case, once."""
+    if hint_id == HintId.NOT_ATTEMPTED:
+        return (f"{len(matched)} cases raise the stub's NotImplementedError",)
     if hint_id == HintId.EXCEPTION and len(matched) > 1:
         others = [r.name for r in matched[1:]]
         listed = ", ".join(others[:6]) + (", ..." if len(others) > 6 else "")

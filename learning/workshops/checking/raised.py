@@ -10,6 +10,7 @@ names the problem (`refusal_verdict`).
 
 from __future__ import annotations
 
+import re
 import sys
 import sysconfig
 import traceback
@@ -82,6 +83,22 @@ def raised_again(results: list[CaseResult]) -> dict[str, list[str]]:
         for i, name in enumerate(names[1:]):
             again[name] = names[1:] if i == 0 else []
     return again
+
+
+_NOT_IMPLEMENTED = re.compile(r"NotImplementedError(?:: (?P<message>.*))?")
+
+
+def is_stub(text: str) -> bool:
+    """Whether `text` reports a stub: a NotImplementedError that says nothing, or says
+    "not written yet" as the course's stubs do (or the compiler refusing a kernel stub's
+    `raise` on a GPU). Other NotImplementedErrors are not the stub's: Triton 3.9 raises one
+    for block pointers."""
+    if "AST node type: Raise" in text:
+        return True
+    found = _NOT_IMPLEMENTED.search(text)
+    if found is None:
+        return False
+    return not found["message"] or found["message"].startswith("not written yet")
 
 
 def unwrapped(exc: BaseException) -> BaseException:

@@ -54,6 +54,7 @@ class Failure(enum.StrEnum):
     READ_AFTER_WRITE = "read-after-write"  # in place: read what another program writes
     NOT_IN_PLACE = "not-in-place"  # in place: returned something other than x
     ROW_SUM = "row-sum"  # backward: y * dy, without the row sum
+    NOT_ATTEMPTED = "not-attempted"  # an optional exercise's call raised its stub's error
 
 
 AUDIT_FAILURES = {  # the ownership audit's finding kinds, and the allocation guard's, as failures

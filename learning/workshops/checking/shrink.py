@@ -55,6 +55,7 @@ NOT_SHRUNK = frozenset(
         Failure.STALE_OUTPUT,  # depends on the calls before it, not on one view
         Failure.NOT_RAISED,  # bad inputs are not views
         Failure.UNCLEAR_ERROR,
+        Failure.NOT_ATTEMPTED,  # an optional exercise's stub: nothing to shrink
     }
 )
 """Failures the search does not start from."""

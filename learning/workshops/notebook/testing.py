@@ -26,7 +26,7 @@ from learning.workshops.checking.faults import (
     internal_message,
     internal_result,
 )
-from learning.workshops.checking.hints import diagnose
+from learning.workshops.checking.hints import MESSAGES, HintId, diagnose, not_attempted
 from learning.workshops.checking.raised import raised_again
 from learning.workshops.checking.shrink import (
     Shrunk,
@@ -140,6 +140,8 @@ def checker_faults(test: str) -> Iterator[None]:
 def failure_message(results: list[CaseResult], title: str) -> str:
     """What a failed test cell shows: each failing case, then the hints."""
     failed = [r for r in results if not r.passed]
+    if not_attempted(results):  # an optional exercise left as its stub: one line
+        return f"{title}: not attempted. {MESSAGES[HintId.NOT_ATTEMPTED]}"
     lines = [f"{title}: {len(failed)} of {len(results)} cases fail."]
     again = raised_again(failed)  # one error raised by many cases is told once
     for r in failed:
