@@ -99,3 +99,11 @@ def test_the_json_report_names_its_schema_and_failures_as_hints():
     data = report.to_json()
     assert data["schema"] == SCHEMA == "i1-check/2"
     assert data["cases"][0]["failure"] == HintId.NO_KERNEL == "no-kernel"
+
+
+def test_feedback_has_words_for_every_failure():
+    """Does the hidden cells' feedback have its own words for every failure a case can end
+    with (the checker's own fault aside), keyed by the same names?"""
+    from grader.grading.feedback import FAILURE_WORDS
+
+    assert set(FAILURE_WORDS) == {f.value for f in Failure} - {Failure.INTERNAL_ERROR}
