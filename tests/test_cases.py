@@ -93,10 +93,12 @@ def test_running_out_of_memory_is_its_own_failure(exc):
 
 
 def test_other_exceptions_stay_exceptions():
-    """Is an ordinary error still an `exception`, with its first line?"""
+    """Is an ordinary error still an `exception`, with its first line and the line of the
+    student's code that raised it?"""
     result = run_case(raising(KeyError("BLOCK")), "strided_softmax", TRANSPOSE, "cpu", 0)
     assert result.failure == "exception"
-    assert result.detail.endswith("raised KeyError: 'BLOCK'")
+    assert result.detail.endswith("`raise exc`)")
+    assert "raised KeyError: 'BLOCK' (test_cases.py line " in result.detail
 
 
 def test_the_first_check_that_finds_a_failure_gives_the_verdict():
