@@ -1,6 +1,7 @@
 """nbgrader configuration for the I1 course; the course directory is this repository."""
 
 import os
+import warnings
 from pathlib import Path
 
 from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor
@@ -15,6 +16,7 @@ from nbgrader.preprocessors import (
     OverwriteKernelspec,
     SaveAutoGrades,
 )
+from sqlalchemy.exc import SAWarning
 
 from grader.grading.ahead import StartChecksAhead
 from grader.grading.execute import SandboxedExecute
@@ -29,6 +31,18 @@ from grader.grading.trusted import GradeHiddenCells
 from learning.workshops.notebook.evidence import NOT_WRITTEN
 
 c = get_config()  # noqa: F821 - provided by nbgrader
+
+# nbgrader 0.9.6's Gradebook.add_submission builds a submission's rows before it adds them to
+# the session; SQLAlchemy 2 autoflushes as it reads the assignment's notebooks and warns, for
+# every submission, that those rows "will not proceed". nbgrader adds and commits them next,
+# so nothing is lost: these three warnings, from nbgrader.api alone, are silenced.
+warnings.filterwarnings(
+    "ignore",
+    message=r"Object of type <Submitted(Assignment|Notebook)> not in session, add operation "
+    r"along '(Assignment|Student|Notebook)\.submissions' will not proceed",
+    category=SAWarning,
+    module=r"nbgrader\.api$",
+)
 
 ROOT = Path(__file__).resolve().parent
 c.CourseDirectory.root = str(ROOT)
@@ -54,6 +68,10 @@ c.ClearSolutions.code_stub = {
 # metadata (flags, points), and every other cell loses any it carries
 # (grader/grading/restore.py). It runs before DeduplicateIds, which a student's cell with
 # nbgrader metadata of its own stops (a grade flag without a grade id).
+# nbgrader's own checksum warning for a locked cell ("Attribute 'checksum' for cell hidden_*
+# has changed!") fired for every hidden cell of every untouched submission: nbgrader compares
+# the release's cell with the source's, hidden tests included (jupyter/nbgrader#1961).
+# RestoreGradeCells leaves it out and says itself when a course cell was edited.
 c.Autograde.sanitize_preprocessors = [
     ClearOutput,
     RestoreGradeCells,

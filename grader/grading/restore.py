@@ -196,6 +196,15 @@ class RestoreGradeCells(OverwriteCells):
             log.restored(notes)
         return nb, resources
 
+    def report_change(self, name: str, attr: str, old, new) -> None:
+        """nbgrader's warning that a course cell changed, except for a locked cell's checksum:
+        nbgrader compares it with the source's cell, hidden tests included, which the release
+        never had, so it warns for every hidden cell of every untouched submission
+        (jupyter/nbgrader#1961). A real edit is told by `preprocess_cell`, hidden tests aside
+        ("edited: its source restored"); the source is put back either way."""
+        if attr != "checksum":
+            super().report_change(name, attr, old, new)
+
     def preprocess_cell(self, cell: NotebookNode, resources: dict, index: int):
         before = (cell.cell_type, cell.source)
         cell, resources = super().preprocess_cell(cell, resources, index)
