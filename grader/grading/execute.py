@@ -129,7 +129,7 @@ class SandboxedExecute(Execute):
             }
         executed, why = read_result(run, len(nb.cells))
         if executed is not None and kernel_died(executed):
-            executed, why = None, "the student's code killed the kernel"
+            executed, why = None, f"the student's code killed the kernel {killing_cell(executed)}"
         record = SandboxRecord(run.seconds, run.returncode, run.timed_out, why, skipped)
         resources["i1_sandbox"] = asdict(record)
         log = log_for(self.config, resources)
@@ -258,6 +258,27 @@ def copy_outputs(executed: NotebookNode, nb: NotebookNode) -> None:
             cell.execution_count = ran.get("execution_count")
     if "language_info" in executed.metadata:
         nb.metadata["language_info"] = executed.metadata["language_info"]
+
+
+SHOWN_LINE_CHARS = 60
+"""How much of the code of the cell that killed the kernel its grading log shows."""
+
+
+def killing_cell(executed: NotebookNode) -> str:
+    """Where the kernel died, for the grading log: "in test_pass3 (cell 26 of 60: 'its code,
+    comments aside, on one line')", the first code cell with the runner's dead-kernel error
+    (the runner gives it to the cell that was running and to every code cell after it, which
+    never ran)."""
+    for index, cell in enumerate(executed.cells):
+        if any(o.get("ename") == DEAD_KERNEL["ename"] for o in cell.get("outputs", [])):
+            gid = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+            code = [x for x in cell.source.splitlines() if not x.lstrip().startswith("#")]
+            line = " ".join(" ".join(code).split())
+            if len(line) > SHOWN_LINE_CHARS:
+                line = line[:SHOWN_LINE_CHARS] + "..."
+            where = f"cell {index + 1} of {len(executed.cells)}: {line!r}"
+            return f"in {gid} ({where})" if gid else f"in {where}"
+    return "in no cell the notebook records"
 
 
 def kernel_died(executed: NotebookNode) -> bool:

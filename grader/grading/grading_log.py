@@ -5,8 +5,11 @@ Each autograde of a submission writes `<course>/grading_log/<assignment>/<studen
 people) and `<student>.json` (a `GradingRecord`, for the export and the cohort report). They
 live outside `autograded/`, which nbgrader deletes when a student fails, and outside
 `feedback/`. nbgrader's pre-convert hook starts the record, the preprocessors add what they
-did, and the post-convert hook marks it graded; a record still "grading" afterwards means
-nbgrader stopped on that submission, and its cause is the last one recorded.
+did, and the post-convert hook marks it graded. nbgrader has no hook for a submission it
+fails, so whatever stops a grading records its cause first (`GradingLog.cause`): the record
+is then "ungradable", finished, with what happened and what the instructor can do
+(`what_to_do`). A record still "grading" afterwards means nbgrader stopped on that
+submission for a reason nothing recorded (`STOPPED`).
 
 A record also says which submission it graded (`submission`, a fingerprint of the notebooks
 and `timestamp.txt` in `submitted/`), so that a resubmission collected since shows
@@ -31,6 +34,7 @@ import nbformat
 LOG_FOLDER = "grading_log"
 SCHEMA = "i1-grading/1"
 STOPPED = "grading stopped before it finished; nbgrader's log (.nbgrader.log) says where"
+UNGRADABLE = "ungradable"
 MAX_FLAGS = 50
 """Source-screen flags kept in a record; a hostile notebook can make thousands."""
 FLAG_CHARS = 300
@@ -60,6 +64,46 @@ class GradingRecord:
         if self.status == "graded":
             return "graded", ""
         return "ungradable", self.cause or STOPPED
+
+
+ADVICE = (
+    (
+        "invalid notebook",
+        "the file in submitted/STUDENT/ASSIGNMENT/ is not a notebook Jupyter can open "
+        "(truncated, or another file under its name): ask the student to submit the notebook "
+        "again (`python -m grader.feedback` tells them why), then autograde with --changed",
+    ),
+    (
+        "dead kernel",
+        "ask for a resubmission that runs top to bottom (`python -m grader.feedback` tells the "
+        "student why), then autograde with --changed; or grade it by hand outside nbgrader "
+        "(the cell named above stopped the kernel and no cell after it ran): enter that score "
+        "in the LMS, as the export leaves this one empty",
+    ),
+    (
+        "timeout",
+        "ask for a resubmission that finishes in time, or grade it by hand outside nbgrader "
+        "and enter that score in the LMS; if it is only slow on this machine, raise "
+        "c.Execute.timeout in nbgrader_config.py and grade it again "
+        "(python -m grader.parallel ASSIGNMENT --student STUDENT)",
+    ),
+    (
+        "submission refused",
+        "ask the student to submit the notebook file itself, then autograde with --changed",
+    ),
+)
+"""What the instructor can do about an ungradable submission, by the start of its cause."""
+NOT_THE_STUDENTS = (
+    "this is the grader's failure, not the submission's: fix the cause above, then grade it "
+    "again (python -m grader.parallel ASSIGNMENT --student STUDENT)"
+)
+
+
+def what_to_do(cause: str, assignment: str, student: str) -> str:
+    """What the instructor can do about a submission that `cause` made ungradable: ask for a
+    resubmission, grade it by hand, or, where the grader failed, fix it and grade again."""
+    advice = next((text for start, text in ADVICE if cause.startswith(start)), NOT_THE_STUDENTS)
+    return advice.replace("ASSIGNMENT", assignment).replace("STUDENT", student)
 
 
 def record_paths(root: Path, assignment: str, student: str) -> tuple[Path, Path]:
@@ -116,9 +160,12 @@ class GradingLog:
         self._write()
 
     def cause(self, cause: str) -> None:
-        """Record why this grading may not finish (the last one recorded is reported)."""
-        self.record.cause = cause
+        """Record why this grading stops: the submission is ungradable, now, and the log says
+        what the instructor can do. Every caller stops the grading next (an exception nbgrader
+        logs); should one finish anyway, `finish` marks it graded. The last cause counts."""
+        self.record.status, self.record.cause, self.record.finished = UNGRADABLE, cause, _now()
         self.say(f"problem: {cause}")
+        self.say(f"what to do: {what_to_do(cause, self.record.assignment, self.record.student)}")
 
     def restored(self, cells: Iterable[str]) -> None:
         """Record the grade cells put back from the course's source."""
