@@ -2,6 +2,7 @@
 
 import os
 import warnings
+from importlib.resources import files
 from pathlib import Path
 
 from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor
@@ -122,6 +123,14 @@ c.GenerateFeedback.preprocessors = [
     CSSHTMLHeaderPreprocessor,
 ]
 c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", "i1_*.json"]
+# Feedback pages are whole in themselves, to read offline or upload to an LMS: nbgrader's
+# feedback template loads MathJax from a CDN, and grader/grading/templates/feedback/, searched
+# before nbgrader's own templates, replaces that macro with one that loads nothing (math shows
+# as its TeX source; the course's notebook has none). Its CSS is inlined already.
+c.HTMLExporter.extra_template_basedirs = [
+    str(files("grader.grading") / "templates"),
+    str(files("nbgrader") / "server_extensions" / "formgrader" / "templates"),
+]
 
 # A grading log per student, grading_log/<assignment>/<student>.log and .json: what ran, the
 # cells put back, and why a submission could not be graded (grader/grading/grading_log.py).
