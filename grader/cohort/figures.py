@@ -32,12 +32,14 @@ PLOTS = (
     Plot("scores.png", "Total points of each graded submission.", lambda r: plot_scores(r.table)),
     Plot(
         "pass_rates.png",
-        "Share of graded students with full marks on each test cell, in notebook order.",
+        "Share of graded students with full marks on each required test cell, in notebook "
+        "order; apart below, the optional sections' extra credit: earned, tried, skipped.",
         lambda r: plot_pass_rates(r.table),
     ),
     Plot(
         "hints.png",
-        "How many students each hint fired for: the bugs the cohort made.",
+        "How many students each hint fired for: the bugs the cohort made, in the required "
+        "sections and, apart, the optional ones; grey: work left as its stub, not a bug.",
         lambda r: plot_hints(r.hints, r.summary.with_hints),
     ),
     Plot(

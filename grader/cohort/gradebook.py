@@ -9,7 +9,14 @@ from pathlib import Path
 from tqdm import tqdm
 
 from grader.cohort.cell_keys import calls_function, sidecar_keys
-from grader.cohort.records import EXTRA, CellGrade, CellInfo, CohortError, StudentRecord
+from grader.cohort.records import (
+    EXTRA,
+    OPTIONAL,
+    CellGrade,
+    CellInfo,
+    CohortError,
+    StudentRecord,
+)
 from grader.grading.extra_credit import configured_points
 
 PROGRESS_FROM = 50
@@ -38,8 +45,9 @@ def load_gradebook(course: Path, assignment: str) -> tuple[list[CellInfo], list[
             ) from None
         extra = configured_points(Path(course))
         cells = [cell for nb in found.notebooks for cell in _cells(nb, extra)]
+        late = _late_plugin(Path(course))
         students = [
-            _student_record(gradebook, course, assignment, student.id)
+            _student_record(gradebook, course, assignment, student.id, late)
             for student in progress(gradebook.students, "reading the gradebook")
         ]
     students.sort(key=lambda s: s.student)
@@ -69,9 +77,26 @@ def _checked_gradebook(course: Path, assignment: str) -> str:
     return url
 
 
+def _late_plugin(course: Path):
+    """The course's late policy, as autograde and the export apply it
+    (`grader.grading.late.course_late_plugin`); nbgrader's own, which deducts nothing, for a
+    folder without an nbgrader_config.py."""
+    from nbgrader.plugins import LateSubmissionPlugin
+
+    from grader.grading.late import course_late_plugin
+
+    if not (course / "nbgrader_config.py").is_file():
+        return LateSubmissionPlugin()
+    try:
+        return course_late_plugin(course)
+    except Exception as exc:  # the course's nbgrader_config.py names a plugin that fails
+        raise CohortError(f"cannot load the late policy of {course}: {exc}") from None
+
+
 def _cells(notebook, extra: dict[str, float]) -> list[CellInfo]:
     """A notebook's grade cells in notebook order, each with its kind and sidecar keys; an
-    extra-credit cell (0 points, `extra` gives its credit) counts its credit as its points."""
+    extra-credit cell (0 points, `extra` gives its credit) counts its credit as its points,
+    and another 0-point test cell is optional (it scores 0 of 0 whatever it did)."""
     sources = {cell.name: cell.source or "" for cell in notebook.source_cells}
     order = {name: i for i, name in enumerate(sources)}
     manual = {cell.name for cell in notebook.solution_cells}
@@ -92,13 +117,15 @@ def _cells(notebook, extra: dict[str, float]) -> list[CellInfo]:
 
 
 def _kind(cell, source: str, manual: set[str]) -> str:
-    """manual (graded by hand), hidden (has hidden tests) or public."""
+    """manual (graded by hand), optional (0 points), hidden (has hidden tests) or public."""
     if cell.name in manual or cell.cell_type == "markdown":
         return "manual"
+    if not cell.max_score:
+        return OPTIONAL
     return "hidden" if "BEGIN HIDDEN TESTS" in source else "public"
 
 
-def _student_record(gradebook, course: Path, assignment: str, student: str) -> StudentRecord:
+def _student_record(gradebook, course: Path, assignment: str, student: str, late) -> StudentRecord:
     from nbgrader.api import MissingEntry
 
     folder = Path(course) / "autograded" / student / assignment
@@ -114,17 +141,27 @@ def _student_record(gradebook, course: Path, assignment: str, student: str) -> S
     status, cause = submission_outcome(course, assignment, student, folder, notebooks)
     if status == NOT_GRADED:  # resubmitted since graded: the gradebook's grades are not its
         return StudentRecord(student, False, False, submitted_folder, None)
+    from grader.grading.late import notebook_penalty
+
     graded = read_record(course, assignment, student)
+    seconds_late = float(submission.total_seconds_late)
     return StudentRecord(
         student,
         True,
         any((folder / f"{name}.ipynb").is_file() for name in notebooks),
         submitted_folder,
-        float(submission.total_seconds_late),
+        seconds_late,
         _grades(submission),
         ungradable=cause if status == UNGRADABLE else "",
         restored=tuple(graded.restored) if graded else (),
         flags=tuple(graded.flags) if graded else (),
+        # as the export computes it: the policy on each notebook's current score
+        late_penalty=None
+        if status == UNGRADABLE
+        else sum(
+            notebook_penalty(late, student, float(nb.score), seconds_late)
+            for nb in submission.notebooks
+        ),
     )
 
 

@@ -11,7 +11,7 @@ from string import Template
 import pandas as pd
 
 from grader.cohort.figures import PLOTS, missing_plots_note
-from grader.cohort.records import Report
+from grader.cohort.records import OPTIONAL_KINDS, Report
 from grader.cohort.summary import summary_lines
 from grader.cohort.tables import wide_table
 
@@ -62,15 +62,22 @@ def _scores_html(table: pd.DataFrame) -> str:
     )
     body = []
     for student, row in wide_table(table).iterrows():
-        total = "" if pd.isna(row["total"]) else f"{row['total']:g}"
+        scores = "".join(
+            f"<td>{_points(row[column])}</td>" for column in ("total", "late_penalty", "after_late")
+        )
         body.append(
             f"<tr><th>{html.escape(str(student))}</th>{_score_tds(table, student, row, cells)}"
-            f'<td>{total}</td><td class="hints">{html.escape(hints.get(student, ""))}</td></tr>'
+            f'{scores}<td class="hints">{html.escape(hints.get(student, ""))}</td></tr>'
         )
     return (
-        f"<table><thead><tr><th>student</th>{head}<th>total</th>"
+        f"<table><thead><tr><th>student</th>{head}<th>raw total</th><th>late penalty</th>"
+        "<th>score<br><small>as exported</small></th>"
         f"<th>hints in graded cells</th></tr></thead><tbody>{''.join(body)}</tbody></table>"
     )
+
+
+def _points(value: float) -> str:
+    return "" if pd.isna(value) else f"{value:g}"
 
 
 def _score_tds(table: pd.DataFrame, student: str, row: pd.Series, cells: pd.DataFrame) -> str:
@@ -81,13 +88,18 @@ def _score_tds(table: pd.DataFrame, student: str, row: pd.Series, cells: pd.Data
         return f'<td class="missing" colspan="{len(cells)}">{why}</td>'
     mine = table[table["student"] == student].set_index("cell")
     return "".join(
-        _score_td(mine.loc[c.cell, "score"], c.max_score, mine.loc[c.cell, "status"])
+        _score_td(mine.loc[c.cell, "score"], c.max_score, mine.loc[c.cell, "status"], c.kind)
         for c in cells.itertuples()
     )
 
 
-def _score_td(score: float, max_score: float, status: str) -> str:
+def _score_td(score: float, max_score: float, status: str, kind: str = "public") -> str:
+    """One graded cell: green full marks, amber partial, red zero; an optional section's cell
+    green when it earned extra credit, else plain (skipping it costs nothing)."""
     if status != "graded":
         return f'<td class="missing">{html.escape(status)}</td>'
-    css = "full" if score >= max_score else "partial" if score > 0 else "zero"
+    if kind in OPTIONAL_KINDS:
+        css = "full" if score > 0 else "optional"
+    else:
+        css = "full" if score >= max_score else "partial" if score > 0 else "zero"
     return f'<td class="{css}">{score:g}</td>'

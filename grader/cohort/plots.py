@@ -10,8 +10,9 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from grader.cohort.records import EXTRA
+from grader.cohort.records import EXTRA, NOT_DONE_HINTS, OPTIONAL, OPTIONAL_KINDS
 from grader.cohort.style import COLOURS, message
+from grader.cohort.summary import extra_credit_counts
 from grader.cohort.tables import totals
 from learning.workshops.checking.sidecars import HINTS_SIDECAR
 
@@ -30,7 +31,7 @@ def plot_scores(table: pd.DataFrame) -> Figure:
         message(ax, "no graded submissions yet: run nbgrader autograde")
     else:
         _histogram(ax, graded, max_total)
-    notes = f"{_extra_note(table)}{_pending_note(table)}{_no_gpu_note(table)}"
+    notes = f"{_extra_note(table)}{_pending_note(table)}{_late_note(summed)}{_no_gpu_note(table)}"
     ax.set_xlabel(f"total points (of {max_total:g}){notes}")
     ax.set_ylabel("students")
     left_out = _left_out(summed)
@@ -65,6 +66,17 @@ def _extra_note(table: pd.DataFrame) -> str:
     return f", plus up to {extra:g} of extra credit" if extra else ""
 
 
+def _late_note(summed: pd.DataFrame) -> str:
+    late = summed[summed["late_penalty"] > 0]
+    if late.empty:
+        return ""
+    whom = f"{len(late)} student" + "s" * (len(late) != 1)
+    return (
+        f"\nbefore late penalties ({late['late_penalty'].sum():g} points off {whom}; "
+        "the table shows both)"
+    )
+
+
 def _pending_note(table: pd.DataFrame) -> str:
     points, students = _points_with_status(table, "manual")
     if not students:
@@ -95,43 +107,86 @@ def _left_out(summed: pd.DataFrame) -> str:
 
 
 def plot_pass_rates(table: pd.DataFrame) -> Figure:
-    """For each autograded cell, in notebook order: the share of graded students at full marks.
+    """For each required test cell, in notebook order: the share of graded students at full
+    marks; below it, apart, each optional section's extra-credit cell: who earned it, who
+    tried without earning it, who skipped it. The optional sections' 0-point checks score 0
+    of 0 whatever they did, so they are named, not drawn.
 
     Students whose timing cell found no GPU are left out of its bar, which says so (grey when
     no student had one)."""
     graded = table[(table["status"] == "graded") & (table["kind"] != "manual")]
     cells = table[table["kind"] != "manual"].drop_duplicates("cell").sort_values("position")
+    required = cells[~cells["kind"].isin(OPTIONAL_KINDS)]
+    extra = cells[cells["kind"] == EXTRA]
+    checks = list(cells[cells["kind"] == OPTIONAL]["cell"])
     students = graded["student"].nunique()
-    fig = Figure(figsize=(8.5, 0.42 * len(cells) + 1.9), layout="constrained")
-    ax = fig.add_subplot()
+    rows = [len(required), len(extra)] if len(extra) else [len(required)]
+    fig = Figure(figsize=(8.5, 0.42 * sum(rows) + 1.6 * len(rows) + 0.6), layout="constrained")
+    axes = fig.subplots(len(rows), 1, height_ratios=[max(n, 1) for n in rows], squeeze=False)
+    ax = axes[0][0]
     ax.set_label("pass rates")
     if students == 0:
         message(ax, "no graded submissions yet: run nbgrader autograde")
+        for other in axes[1:]:
+            other[0].set_axis_off()
         return fig
     no_gpu = table[table["status"] == "no GPU"]["cell"].value_counts()
-    for y, cell in enumerate(cells.itertuples()):
+    for y, cell in enumerate(required.itertuples()):
         scores = graded[graded["cell"] == cell.cell]["score"]
         _pass_bar(ax, y, cell, scores, int(no_gpu.get(cell.cell, 0)))
-    ax.set_yticks(range(len(cells)), [f"{c.cell} ({c.max_score:g} pt)" for c in cells.itertuples()])
-    ax.invert_yaxis()
-    ax.set_xlim(0, 100)
-    ax.set_xlabel("% of graded students")
+    _cell_axis(ax, required)
     ax.set_title(
-        f"Full marks per test cell, {students} graded students (notebook order)", loc="left"
+        f"Required: full marks per test cell, {students} graded students (notebook order)",
+        loc="left",
     )
-    fig.legend(
-        handles=[
-            Patch(color=COLOURS["public"], label="public test: full marks"),
-            Patch(color=COLOURS["hidden"], label="hidden test: full marks"),
+    legend = [
+        Patch(color=COLOURS["public"], label="public test: full marks"),
+        Patch(color=COLOURS["hidden"], label="hidden test: full marks"),
+        Patch(color=COLOURS["partial"], label="partial credit"),
+        Patch(color=COLOURS["missing"], label="no GPU: not run, left out"),
+    ]
+    if len(extra):
+        _extra_panel(axes[1][0], extra, graded, students, checks)
+        legend[2:2] = [
             Patch(color=COLOURS[EXTRA], label="extra credit earned"),
-            Patch(color=COLOURS["partial"], label="partial credit"),
-            Patch(color=COLOURS["missing"], label="no GPU: not run, left out"),
-        ],
-        loc="outside lower center",
-        ncols=3,
-        frameon=False,
-    )
+            Patch(color=COLOURS[EXTRA], alpha=0.35, label="tried, no extra credit"),
+        ]
+    fig.legend(handles=legend, loc="outside lower center", ncols=3, frameon=False)
     return fig
+
+
+def _cell_axis(ax: Axes, cells: pd.DataFrame) -> None:
+    """One row per cell, named with its points, from 0 to 100 % of the graded students."""
+    ax.set_yticks(range(len(cells)), [f"{c.cell} ({c.max_score:g} pt)" for c in cells.itertuples()])
+    ax.set_ylim(len(cells) - 0.5, -0.5)
+    ax.set_xlim(0, 125)  # room for the labels right of a full bar
+    ax.set_xticks(range(0, 101, 20))
+    ax.set_xlabel("% of graded students")
+
+
+def _extra_panel(
+    ax: Axes, extra: pd.DataFrame, graded: pd.DataFrame, students: int, checks: list[str]
+) -> None:
+    """The optional sections: per extra-credit cell, who earned it, tried it, skipped it."""
+    ax.set_label("optional sections")
+    counts = {cell: rest for cell, *rest in extra_credit_counts(graded)}
+    for y, cell in enumerate(extra.itertuples()):
+        earned, tried, skipped = counts.get(cell.cell, (0, 0, 0))
+        share = [100 * n / students for n in (earned, tried)]
+        ax.barh(y, share[0], color=COLOURS[EXTRA], gid=f"extra:{cell.cell}")
+        ax.barh(y, share[1], left=share[0], color=COLOURS[EXTRA], alpha=0.35)
+        label = f"{earned} earned, {tried} tried, {skipped} skipped"
+        ax.text(sum(share) + 1, y, label, va="center", fontsize=9)
+    _cell_axis(ax, extra)
+    ax.set_title(
+        "Optional sections: extra credit, beyond the maximum (skipping costs nothing)",
+        loc="left",
+    )
+    if checks:
+        ax.set_xlabel(
+            f"% of graded students; not drawn: {', '.join(checks)}, 0-point checks "
+            "(0 of 0 whatever they did)"
+        )
 
 
 def _pass_bar(ax: Axes, y: int, cell, scores: pd.Series, no_gpu: int) -> None:
@@ -153,12 +208,20 @@ def _pass_bar(ax: Axes, y: int, cell, scores: pd.Series, no_gpu: int) -> None:
 
 
 def plot_hints(hints: pd.DataFrame, with_sidecar: int) -> Figure:
-    """How many students each hint fired for, across all of their recorded tests, and who."""
-    fig = Figure(figsize=(9, 0.45 * max(len(hints), 3) + 1.6), layout="constrained")
-    ax = fig.add_subplot()
+    """How many students each hint fired for, across all of their recorded tests, and who:
+    the required sections' tests first, the optional sections' apart below; a hint that says
+    the work was not done (its stub left) is grey and after the bugs."""
+    required = _hint_rows(hints, "students", "names")
+    optional = _hint_rows(hints, "optional", "optional_names")
+    rows = [len(required)] + ([len(optional)] if len(optional) else [])
+    fig = Figure(figsize=(9, 0.45 * max(sum(rows), 3) + 1.4 * len(rows)), layout="constrained")
+    axes = fig.subplots(len(rows), 1, height_ratios=[max(n, 1) for n in rows], squeeze=False)
+    ax = axes[0][0]
     ax.set_label("hints")
     ax.set_title(
-        f"Which hints fired, and for whom ({with_sidecar} students with hint records)", loc="left"
+        f"Which hints fired, and for whom ({with_sidecar} students with hint records)"
+        + (": required sections" if len(optional) else ""),
+        loc="left",
     )
     if with_sidecar == 0:
         message(
@@ -170,20 +233,48 @@ def plot_hints(hints: pd.DataFrame, with_sidecar: int) -> Figure:
     if hints.empty:
         message(ax, f"no hint fired: every recorded test of the {with_sidecar} students passed")
         return fig
-    bars = ax.barh(range(len(hints)), hints["students"].to_numpy(), color=COLOURS["bug"])
+    if required.empty:
+        message(ax, "no hint fired in the required sections' tests")
+    else:
+        _hint_bars(ax, required, with_sidecar, "hint")
+    if len(optional):
+        below = axes[1][0]
+        below.set_label("optional hints")
+        below.set_title("Optional sections (extra credit): hints from their tests", loc="left")
+        _hint_bars(below, optional, with_sidecar, "optional-hint")
+    return fig
+
+
+def _hint_rows(hints: pd.DataFrame, count: str, names: str) -> pd.DataFrame:
+    """The hints that fired for someone in one part (`count` and `names` columns), the bugs
+    first by how many students, then the hints that say the work was not done."""
+    if hints.empty or count not in hints:
+        return pd.DataFrame({"students": [], "names": []})
+    part = hints[hints[count] > 0][[count, names]].set_axis(["students", "names"], axis=1)
+    not_done = part.index.isin(NOT_DONE_HINTS)
+    bugs = part[~not_done].sort_values("students", ascending=False, kind="stable")
+    return pd.concat([bugs, part[not_done]])
+
+
+def _hint_bars(ax: Axes, hints: pd.DataFrame, with_sidecar: int, gid: str) -> None:
+    """One bar per hint, labelled with its count and who; not-done hints grey."""
+    colours = [COLOURS["missing" if h in NOT_DONE_HINTS else "bug"] for h in hints.index]
+    bars = ax.barh(range(len(hints)), hints["students"].to_numpy(), color=colours)
     for bar, hint in zip(bars, hints.index, strict=True):
-        bar.set_gid(f"hint:{hint}")
+        bar.set_gid(f"{gid}:{hint}")
     labels = [
         f"{n}: {_shorten(names)}"
         for n, names in zip(hints["students"], hints["names"], strict=True)
     ]
     ax.bar_label(bars, labels=labels, padding=3, fontsize=8)
     ax.set_yticks(range(len(hints)), list(hints.index))
-    ax.invert_yaxis()
+    ax.set_ylim(len(hints) - 0.5, -0.5)
     ax.set_xlim(0, with_sidecar * 1.02)
     ax.xaxis.get_major_locator().set_params(integer=True)
-    ax.set_xlabel("students whose tests fired the hint (a student counts once per hint)")
-    return fig
+    ax.set_xlabel(
+        "students whose tests fired the hint (a student counts once per hint; grey: the work "
+        "left as its stub, not a bug)"
+    )
 
 
 def _shorten(names: str, most: int = 3) -> str:

@@ -18,6 +18,13 @@ class CohortError(Exception):
 
 EXTRA = "extra credit"
 """The kind of a cell whose points add to a score, never to the maximum."""
+OPTIONAL = "optional"
+"""The kind of a test cell worth 0 points and no extra credit (an optional section's public
+check): its score is 0 of 0 whatever it did, so it is no full mark."""
+OPTIONAL_KINDS = (EXTRA, OPTIONAL)
+"""The kinds of the optional sections' cells, kept apart from the required ones."""
+NOT_DONE_HINTS = ("not-attempted", "unfinished")
+"""Hint ids that say the work was not done (left as its stub), not that it has a bug."""
 
 
 @dataclass(frozen=True)
@@ -27,7 +34,7 @@ class CellInfo:
     notebook: str
     name: str
     max_score: float
-    kind: str  # public, hidden, manual, extra credit
+    kind: str  # public, hidden, manual, extra credit, optional
     sidecar_keys: tuple[str, ...]  # the hint-sidecar tests this cell runs
     timing: bool  # the GPU timing cell
 
@@ -60,6 +67,7 @@ class StudentRecord:
     flags: tuple[str, ...] = ()  # what the source screen flagged (its grading record)
     unreadable: tuple[str, ...] = ()  # "FILE: reason" of each sidecar present but bad
     no_gpu: bool = False  # its timing cell found no CUDA device (its grading record says so)
+    late_penalty: float | None = None  # the export's, from the late policy; None: not graded
 
 
 @dataclass
@@ -82,7 +90,7 @@ class Summary:
     not_graded: tuple[tuple[str, str], ...]  # (student, reason): "ungradable: <cause>", ...
     missing: tuple[str, ...]
     late: tuple[tuple[str, float], ...]  # (student, seconds late)
-    mean_score: float  # over graded students; NaN when none
+    mean_score: float  # over graded students, raw; NaN when none
     max_score: float
     manual_points: float  # points per student graded by hand
     manual_pending: int  # cells waiting for manual grading
@@ -94,6 +102,9 @@ class Summary:
     unreadable: tuple[tuple[str, str], ...] = ()  # (student, "FILE: reason")
     no_gpu: tuple[str, ...] = ()  # graded students whose timing cell found no GPU
     no_gpu_points: float = 0.0  # the timing cell's points, left out of their totals
+    mean_after_late: float = float("nan")  # the mean less late penalties, as the export's
+    late_points: tuple[tuple[str, float], ...] = ()  # (student, points the late policy took)
+    optional: tuple[tuple[str, int, int, int], ...] = ()  # (cell, earned, tried, skipped)
 
 
 @dataclass

@@ -6,7 +6,7 @@ import math
 
 import pandas as pd
 
-from grader.cohort.records import EXTRA, Cohort, Report, Summary
+from grader.cohort.records import EXTRA, NOT_DONE_HINTS, Cohort, Report, Summary
 from grader.cohort.tables import totals
 
 
@@ -45,7 +45,27 @@ def summarize(cohort: Cohort, table: pd.DataFrame) -> Summary:
         unreadable=tuple((r.student, why) for r in cohort.students for why in r.unreadable),
         no_gpu=tuple(dict.fromkeys(no_gpu["student"])),
         no_gpu_points=float(no_gpu.drop_duplicates("cell")["max_score"].sum()),
+        mean_after_late=float(graded["after_late"].mean()) if len(graded) else math.nan,
+        late_points=tuple((str(s), float(v)) for s, v in graded["late_penalty"].items() if v > 0),
+        optional=extra_credit_counts(table),
     )
+
+
+def extra_credit_counts(table: pd.DataFrame) -> tuple[tuple[str, int, int, int], ...]:
+    """Per extra-credit cell, in notebook order, over the graded students: (cell, how many
+    earned its credit, tried it without earning any, skipped it: its tests say "not
+    attempted" or "unfinished", the exercise left as its stub)."""
+    rows = table[(table["kind"] == EXTRA) & (table["status"] == "graded")]
+    counts = []
+    for cell, mine in rows.sort_values("position").groupby("cell", sort=False):
+        earned = mine["score"] > 0
+        skipped = ~earned & mine["hints"].map(
+            lambda h: bool(set(h.split(";")) & set(NOT_DONE_HINTS))
+        )
+        counts.append(
+            (str(cell), int(earned.sum()), int((~earned & ~skipped).sum()), int(skipped.sum()))
+        )
+    return tuple(counts)
 
 
 def summary_lines(report: Report) -> list[str]:
@@ -54,6 +74,7 @@ def summary_lines(report: Report) -> list[str]:
     return [
         *_who_lines(s),
         _score_line(s),
+        *_optional_lines(s),
         f"Hint sidecars: {s.with_hints} of {s.graded} graded students.",
         *_fault_lines(s),
         *_timing_lines(report),
@@ -73,7 +94,11 @@ def _who_lines(s: Summary) -> list[str]:
         lines.append(f"No submission: {', '.join(s.missing)}.")
     if not s.late:
         return [*lines, "Late: none."]
-    late = ", ".join(f"{st} ({sec / 3600:.1f} h)" for st, sec in s.late)
+    took = dict(s.late_points)
+    late = ", ".join(
+        f"{st} ({sec / 3600:.1f} h" + (f", -{took[st]:g} points" if st in took else "") + ")"
+        for st, sec in s.late
+    )
     return [*lines, f"Late: {len(s.late)}: {late}."]
 
 
@@ -92,7 +117,22 @@ def _score_line(s: Summary) -> str:
     if s.no_gpu:
         whom = "" if everyone else f" for {len(s.no_gpu)} of them"
         no_gpu = f" (the timing cell left out{whom}: no GPU, below)"
-    return f"Mean score: {s.mean_score:.2f} of {most:g} points{no_gpu}{pending}."
+    after = f"; after late penalties, as exported: {s.mean_after_late:.2f}" if s.late_points else ""
+    return f"Mean score: {s.mean_score:.2f} of {most:g} points{no_gpu}{pending}{after}."
+
+
+def _optional_lines(s: Summary) -> list[str]:
+    """Who earned, tried or skipped each extra-credit cell: apart from the required points."""
+    if not s.optional:
+        return []
+    parts = [
+        f"{cell}: {earned} earned, {tried} tried without credit, {skipped} skipped"
+        for cell, earned, tried, skipped in s.optional
+    ]
+    return [
+        f"Optional sections, extra credit beyond the maximum, of the "
+        f"{s.graded} graded students: {'; '.join(parts)}."
+    ]
 
 
 def _fault_lines(s: Summary) -> list[str]:

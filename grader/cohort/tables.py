@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from grader.cohort.records import EXTRA, CellInfo, Cohort, StudentRecord
+from grader.cohort.records import EXTRA, OPTIONAL_KINDS, CellInfo, Cohort, StudentRecord
 from grader.cohort.timings import timing_columns
 
 STATUSES = (
@@ -45,14 +45,17 @@ COLUMNS = (
     "reason",
     "hints",
     "late_seconds",
+    "late_penalty",
     "student_ms",
     "reference_ms",
     "ratio",
     "timing_points",
 )
-"""The long table's columns. student_ms and reference_ms are the timing sidecar's medians
-summed over the hidden shapes, ratio the geometric mean of its per-shape ratios; NaN when a
-student has no timing sidecar (no GPU at autograde), never zero."""
+"""The long table's columns. kind: public, hidden, manual, extra credit, or optional (a
+0-point check). late_penalty: the points the late policy takes from the student's score, as
+the export computes it (NaN unless graded). student_ms and reference_ms are the timing
+sidecar's medians summed over the hidden shapes, ratio the geometric mean of its per-shape
+ratios; NaN when a student has no timing sidecar (no GPU at autograde), never zero."""
 
 
 def build_table(cohort: Cohort) -> pd.DataFrame:
@@ -77,6 +80,9 @@ def build_table(cohort: Cohort) -> pd.DataFrame:
                     "late_seconds": math.nan
                     if record.late_seconds is None
                     else record.late_seconds,
+                    "late_penalty": math.nan
+                    if record.late_penalty is None
+                    else record.late_penalty,
                     **timing,
                 }
             )
@@ -85,7 +91,8 @@ def build_table(cohort: Cohort) -> pd.DataFrame:
 
 def _typed(table: pd.DataFrame) -> pd.DataFrame:
     """Fix the column dtypes, so that a table read back from CSV compares equal."""
-    floats = ["score", "max_score", "late_seconds", "student_ms", "reference_ms", "ratio"]
+    floats = ["score", "max_score", "late_seconds", "late_penalty"]
+    floats += ["student_ms", "reference_ms", "ratio"]
     table = table.astype({c: "float64" for c in [*floats, "timing_points"]})
     table = table.astype({"position": "int64"})
     for column in ("student", "notebook", "cell", "kind", "status", "reason", "hints"):
@@ -138,35 +145,61 @@ def _cell_hints(record: StudentRecord, cell: CellInfo) -> list[str]:
 
 
 def hint_table(cohort: Cohort) -> pd.DataFrame:
-    """Per hint id: how many students' sidecars fired it (any test) and who; most first."""
-    who: dict[str, list[str]] = {}
+    """Per hint id: how many students' sidecars fired it and who, in the required sections'
+    tests (`students`, `names`) and apart in the optional sections' (`optional`,
+    `optional_names`: the tests of their extra-credit and 0-point cells); most first."""
+    optional = optional_keys(cohort.cells)
+    who: dict[str, tuple[list[str], list[str]]] = {}
     for record in cohort.students:
-        fired = {h for hints in (record.hints or {}).values() for h in hints}
-        for hint in sorted(fired):
-            who.setdefault(hint, []).append(record.student)
+        tests = (record.hints or {}).items()
+        required = {h for key, hints in tests if key not in optional for h in hints}
+        extra = {h for key, hints in tests if key in optional for h in hints}
+        for hint in sorted(required | extra):
+            lists = who.setdefault(hint, ([], []))
+            for names, fired in zip(lists, (required, extra), strict=True):
+                if hint in fired:
+                    names.append(record.student)
+
+    def column(part: int, joined: bool) -> pd.Series:
+        values = {h: ", ".join(n[part]) if joined else len(n[part]) for h, n in who.items()}
+        return pd.Series(values, dtype=str if joined else "int64")
+
     table = pd.DataFrame(
         {
-            "students": pd.Series({h: len(names) for h, names in who.items()}, dtype="int64"),
-            "names": pd.Series({h: ", ".join(names) for h, names in who.items()}, dtype=str),
+            "students": column(0, False),
+            "names": column(0, True),
+            "optional": column(1, False),
+            "optional_names": column(1, True),
         }
     )
     table.index.name = "hint"
-    return table.sort_index().sort_values("students", ascending=False, kind="stable")
+    return table.sort_index().sort_values(["students", "optional"], ascending=False, kind="stable")
+
+
+def optional_keys(cells: list[CellInfo]) -> set[str]:
+    """The sidecar keys the optional sections' cells write (extra credit, 0-point checks)."""
+    required = {key for c in cells if c.kind not in OPTIONAL_KINDS for key in c.sidecar_keys}
+    return {key for c in cells if c.kind in OPTIONAL_KINDS for key in c.sidecar_keys} - required
 
 
 def totals(table: pd.DataFrame) -> pd.DataFrame:
-    """Per student: status, points so far (graded cells) and the points available (less a
-    timing cell that found no GPU)."""
+    """Per student: status, points so far (graded cells, extra credit included: `total`, the
+    raw score), the points available (less a timing cell that found no GPU), and the late
+    penalty and the score after it (`after_late`, never below 0), as the export gives them."""
     grouped = table.groupby("student", sort=True)
     statuses = grouped["status"].agg(_student_status)
     counted = (table["status"] != "no GPU") & (table["kind"] != EXTRA)  # extra: never owed
     available = table["max_score"].where(counted, 0.0)
+    total = grouped["score"].sum(min_count=1).where(statuses == "graded")
+    penalty = grouped["late_penalty"].first().where(statuses == "graded")
     return pd.DataFrame(
         {
             "status": statuses,
-            "total": grouped["score"].sum(min_count=1).where(statuses == "graded"),
+            "total": total,
             "max_total": available.groupby(table["student"], sort=True).sum(),
             "late_seconds": grouped["late_seconds"].first(),
+            "late_penalty": penalty,
+            "after_late": (total - penalty.fillna(0.0)).clip(lower=0.0),
         }
     )
 
@@ -180,12 +213,13 @@ def _student_status(statuses: pd.Series) -> str:
 
 
 def wide_table(table: pd.DataFrame) -> pd.DataFrame:
-    """Scores per student x cell (notebook order), then total and status."""
+    """Scores per student x cell (notebook order), then the raw total, the late penalty, the
+    score after it (the export's `score`) and the status."""
     cells = table.sort_values("position")["cell"].unique()
     wide = table.pivot(index="student", columns="cell", values="score")[list(cells)]
     summed = totals(table)
-    wide["total"] = summed["total"]
-    wide["status"] = summed["status"]
+    for column in ("total", "late_penalty", "after_late", "status"):
+        wide[column] = summed[column]
     return wide
 
 
