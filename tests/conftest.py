@@ -47,18 +47,23 @@ SHARED = "shared_course"
 """The xdist group of every test that reads the shared course: one worker builds and grades
 it once, the other workers run everything else meanwhile (`make test`: -n auto --dist
 loadgroup)."""
+GROUPS = {SHARED: SHARED, "exploit_course": "exploits"}
+"""The xdist group of every test that needs each session-wide graded course (the attack
+suite's: tests/exploits/conftest.py). xdist sends the groups out largest first, so these
+two, the largest by far, start at once on two workers."""
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Put every test that needs the shared course, directly or through a fixture, in one
-    xdist group; then give each grouped test the `@group` suffix xdist's loadgroup schedules
-    by. xdist writes that suffix to `item._nodeid`, which pytest with structured node ids
-    (`item._id`) no longer reads: every group was spread over the workers, each building its
-    own shared course (pytest-dev/pytest-xdist#1386)."""
+    """Put every test that needs a graded course (GROUPS), directly or through a fixture, in
+    that course's xdist group; then give each grouped test the `@group` suffix xdist's
+    loadgroup schedules by. xdist writes that suffix to `item._nodeid`, which pytest with
+    structured node ids (`item._id`) no longer reads: every group was spread over the
+    workers, each building its own shared course (pytest-dev/pytest-xdist#1386)."""
     for item in items:
-        if SHARED in getattr(item, "fixturenames", ()):
-            item.add_marker(pytest.mark.xdist_group(SHARED))
+        for fixture, group in GROUPS.items():
+            if fixture in getattr(item, "fixturenames", ()):
+                item.add_marker(pytest.mark.xdist_group(group))
     if not getattr(config.option, "loadgroup", False):  # set in xdist's workers
         return
     for item in items:

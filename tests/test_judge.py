@@ -144,26 +144,37 @@ def test_forged_verdicts_in_the_child_change_nothing(forgery, tmp_path):
     assert not by_name["transpose"].passed, by_name["transpose"].detail
 
 
-def test_endless_start_events_do_not_reset_the_deadline(tmp_path):
+START_EVENTS = """
+import json, os, sys, time
+
+report = int(sys.argv[sys.argv.index("--report-fd") + 1])
+
+def strided_softmax(x, num_warps=4):
+    out = os.fdopen(os.dup(report), "w", buffering=1)
+    while True:
+        out.write(json.dumps({"event": "start", "case": "again"}) + "\\n")
+        time.sleep(@EVERY@)
+"""
+"""A child whose function sends start events forever, one every @EVERY@ seconds."""
+
+
+@pytest.mark.parametrize(
+    ("every_s", "failure", "why"),
+    [
+        (0.5, Failure.TIMEOUT, "no result after 3 s"),  # 6 events: under the cap
+        (0.01, Failure.CRASH, "it flooded its report to the checker with events"),
+    ],
+    ids=["deadline", "event-cap"],
+)
+def test_endless_start_events_do_not_reset_the_deadline(tmp_path, every_s, failure, why):
     """Does a child that sends start events forever, and no result, fail the case at its
-    timeout instead of holding the checker?"""
+    timeout (start events come too seldom for the cap) or at the cap on its events (they
+    come fast), instead of holding the checker?"""
     impl = tmp_path / "impl.py"
-    impl.write_text(
-        textwrap.dedent("""
-        import json, os, sys, time
-
-        report = int(sys.argv[sys.argv.index("--report-fd") + 1])
-
-        def strided_softmax(x, num_warps=4):
-            out = os.fdopen(os.dup(report), "w", buffering=1)
-            while True:
-                out.write(json.dumps({"event": "start", "case": "again"}) + "\\n")
-                time.sleep(0.05)
-        """)
-    )
+    impl.write_text(START_EVENTS.replace("@EVERY@", str(every_s)))
     with Session(impl) as session:
         run = session.run_cases("strided_softmax", "strided_softmax", [WIDE], 1, 3.0)
-    assert [r.failure for r in run.results] in ([Failure.TIMEOUT], [Failure.CRASH])
+    assert [(r.failure, r.detail) for r in run.results] == [(failure, f"transpose: {why}")]
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])

@@ -10,7 +10,7 @@ import nbformat
 import pytest
 import torch
 from notebook_cells import lost_cells
-from shared_course import SHAPES_GRADED, grade_id
+from shared_course import SAME_LOSSES, SHAPES_GRADED, grade_id
 
 from grader import course
 from grader.grading.grading_log import read_record
@@ -26,7 +26,9 @@ from learning.workshops.checking.views import geometry
 pytestmark = pytest.mark.nbgrader
 
 BUGGY = {
-    m.student: next(b for b in BUGS if b.edits == m.edits) for m in members() if m.kind == "bug"
+    m.student: next(b for b in BUGS if b.edits == m.edits)
+    for m in members()
+    if m.kind == "bug" and m.student not in SAME_LOSSES
 }
 """The shared course's buggy students and their bugs (every bug: tests/test_cell_losses.py)."""
 GPU_CELLS = set() if torch.cuda.is_available() else {"hidden_timing"}
@@ -98,13 +100,15 @@ def test_every_decomposition_scores_full_marks(graded, shape):
 @pytest.mark.parametrize("student", sorted(BUGGY))
 def test_bug_loses_exactly_its_cells(graded, student, tmp_path):
     """Does each buggy submission lose exactly the cells that test its bug, and the cells
-    the direct checks say it loses (so that those stand for nbgrader for every bug)?"""
+    the direct checks say it loses on its own draw (so that those stand for nbgrader for
+    every bug)?"""
     root, _, scores = graded
     assert lost(scores[student]) == set(BUGGY[student].loses)
     submitted = root / "submitted" / student / course.ASSIGNMENT / course.NOTEBOOK
+    solution = root / "submitted" / "solution" / course.ASSIGNMENT / course.NOTEBOOK
     draw = draw_for(f"sqlite:///{root / 'gradebook.db'}", course.ASSIGNMENT, student, root)
     isolated = BUGGY[student].hint in ("crash", "memory", "timeout")
-    assert lost_cells(submitted, draw, isolated) == lost(scores[student])
+    assert lost_cells(submitted, draw, isolated, like=solution) == lost(scores[student])
 
 
 def test_crashing_submission_does_not_stop_the_others(graded):
@@ -200,7 +204,7 @@ def leaks(root, student: str) -> list[str]:
 def test_feedback_shows_no_hidden_test(graded, feedback):
     """Does no student's feedback hold a hidden test's source or markers, a grader module
     or path, a sidecar, the secret, or any of their hidden cases? (What the student wrote
-    comes back as written: the tampering code that imports `grader.grading.hidden`, say.)"""
+    comes back as written, and is not counted. Hostile feedback: tests/exploits/.)"""
     root, _, _ = graded
     hits = {}
     for student, (files, text) in feedback.items():
@@ -209,7 +213,9 @@ def test_feedback_shows_no_hidden_test(graded, feedback):
         found = [word for word in leaks(root, student) if word in text and word not in own]
         if found:
             hits[student] = found
-    assert len(feedback) >= 20 and hits == {}
+    graded_ones = (root / "autograded").glob(f"*/{course.ASSIGNMENT}/{course.NOTEBOOK}")
+    assert set(feedback) == {path.parents[1].name for path in graded_ones}
+    assert hits == {}
 
 
 def test_feedback_says_what_failed_and_why(feedback):

@@ -1,11 +1,13 @@
-"""Tampering from the kernel fakes nothing, and a recheck catches a grade faked in the gradebook."""
+"""A recheck agrees with honest grading and catches a grade faked in the gradebook.
+
+Tampering and forged verdicts meet the recheck in the attack suite's course
+(tests/exploits/test_recheck_attacks.py)."""
 
 from __future__ import annotations
 
 import shutil
 
 import pytest
-from shared_course import TAMPERED_BUG, TAMPERING
 
 from grader import course
 from grader.gradebook import open_gradebook
@@ -13,18 +15,18 @@ from grader.recheck import main, recheck_course
 
 pytestmark = pytest.mark.nbgrader
 
-FAKED = TAMPERED_BUG
-"""The student whose hidden pass-3 grade is raised by hand in the gradebook."""
-RECHECKED = ("solution", TAMPERED_BUG, *TAMPERING)
+FAKED = "bug-ignores-column-stride"
+"""The student whose hidden pass-3 grade is raised by hand in the gradebook: a bug that the
+hidden cells catch."""
+RECHECKED = ("solution", FAKED)
 
 
 @pytest.fixture(scope="module")
 def graded(shared_course, tmp_path_factory):
-    """Recheck the solution, the honest bug and the tampering in the shared course; then, in
+    """Recheck the solution and the honest bug in the shared course; then, in
     a copy of it, fake one grade in the gradebook itself (as a broken grader or a hand edit
     would) and recheck that student again."""
     root = shared_course.root
-    scores = {(s.student, s.cell): s.score for s in course.cell_scores(root)}
     before = recheck_course(root, RECHECKED)
     faked = tmp_path_factory.mktemp("faked") / "course"
     shutil.copytree(root, faked, symlinks=True)
@@ -32,28 +34,18 @@ def graded(shared_course, tmp_path_factory):
         grade = gradebook.find_grade("hidden_pass3", "strided_softmax", course.ASSIGNMENT, FAKED)
         grade.auto_score = grade.max_score
         gradebook.db.commit()
-    return faked, scores, before, recheck_course(faked, [FAKED])
-
-
-@pytest.mark.parametrize("student", TAMPERING)
-def test_tampering_from_the_kernel_fakes_nothing(graded, student):
-    """Patching the grader or torch, hiding tracebacks, rewriting later cells into `pass`:
-    the hidden cells are graded outside the kernel, so each scores what the bug earns."""
-    _, scores, before, _ = graded
-    for cell in ("hidden_pass2", "hidden_pass3", "hidden_timing"):
-        assert scores[(student, cell)] == scores[(TAMPERED_BUG, cell)] == 0
-    assert not [d for d in before if d.student == student]
+    return faked, before, recheck_course(faked, [FAKED])
 
 
 def test_honest_submissions_agree(graded):
     """Before the gradebook is touched, does the recheck agree on everyone?"""
-    _, _, before, _ = graded
+    _, before, _ = graded
     assert before == []
 
 
 def test_recheck_flags_a_faked_grade(graded):
     """Does the recheck list the grade raised by hand, with the failing case as evidence?"""
-    _, _, _, after = graded
+    _, _, after = graded
     [flagged] = after
     assert (flagged.student, flagged.cell, flagged.recheck_score) == (FAKED, "hidden_pass3", 0)
     assert flagged.gradebook_score == 3
@@ -62,7 +54,7 @@ def test_recheck_flags_a_faked_grade(graded):
 
 def test_cli_exit_status_and_text(graded, capsys):
     """Does the command exit 1 and name each student, cell and score when they disagree?"""
-    root, _, _, _ = graded
+    root, _, _ = graded
     assert main(["i1_strided_softmax", "--course", str(root), "--student", FAKED]) == 1
     out, err = capsys.readouterr()
     assert f"{FAKED}: hidden_pass3 scored 3.0/3 in the gradebook, but the recheck gives 0" in out
