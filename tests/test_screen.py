@@ -392,7 +392,10 @@ def test_the_cohort_report_names_flagged_students_with_their_reasons(tmp_path):
         log.finish()
     submission = SimpleNamespace(notebooks=[], total_seconds_late=0.0, grades=[])
     gradebook = SimpleNamespace(find_submission=lambda assignment, student: submission)
-    records = [_student_record(gradebook, tmp_path, course.ASSIGNMENT, s) for s in ("ada", "bob")]
+    late = None  # no notebooks, so no late penalty to work out
+    records = [
+        _student_record(gradebook, tmp_path, course.ASSIGNMENT, s, late) for s in ("ada", "bob")
+    ]
     assert records[0].flags == tuple(flags) and records[1].flags == ()
     cell = cohort.CellInfo("nb", "hidden_pass3", 3.0, "hidden", (), False)
     for record in records:
