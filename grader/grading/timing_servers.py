@@ -16,6 +16,7 @@ import subprocess
 import tempfile
 import time
 
+from grader.isolation.cpu_share import signal_tree
 from learning.workshops.checking.child import child_env
 
 LOAD_TIMEOUT_S = 120.0
@@ -105,12 +106,12 @@ class Server:
     def halt(self) -> None:
         """Stop every process of a stoppable server until the next command."""
         if self.stoppable and not self.stopped:
-            _signal_tree(self.process.pid, signal.SIGSTOP)
+            signal_tree(self.process.pid, signal.SIGSTOP)
             self.stopped = True
 
     def go(self) -> None:
         if self.stopped:
-            _signal_tree(self.process.pid, signal.SIGCONT)
+            signal_tree(self.process.pid, signal.SIGCONT)
             self.stopped = False
 
     def cause(self) -> str:
@@ -127,15 +128,3 @@ class Server:
         self.process.wait()
         os.close(self.replies)
         self.log.close()
-
-
-def _signal_tree(root: int, sig: int) -> None:
-    """`sig` to `root` and every process below it (twice over, for any forked between)."""
-    from grader.isolation.cpu_share import descendants
-
-    for _ in range(2):
-        for pid in [root, *descendants(root)]:
-            try:
-                os.kill(pid, sig)
-            except ProcessLookupError:
-                pass

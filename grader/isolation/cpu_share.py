@@ -108,6 +108,12 @@ def descendants(root: int) -> dict[int, tuple[int, int, int, bytes]]:
     return found
 
 
+def signal_tree(root: int, sig: int) -> None:
+    """`sig` to `root` and every process below it (twice over, for any forked between)."""
+    for _ in range(2):
+        _signal_all([root, *descendants(root)], sig)
+
+
 def _signal_all(pids, sig: int) -> None:
     for pid in pids:
         try:

@@ -20,7 +20,7 @@ import subprocess
 import threading
 from collections.abc import Callable
 
-from grader.isolation.cpu_share import descendants
+from grader.isolation.cpu_share import descendants, signal_tree
 
 SHARERS_ENV = "I1_GPU_SHARERS"
 """How many grading workers share this worker's GPU (set by `grader.parallel`)."""
@@ -116,11 +116,7 @@ class GpuMemoryWatch:
         if total <= self.limit:
             return
         root = max(held, key=held.get)
-        for pid in [root, *descendants(root)]:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        signal_tree(root, signal.SIGKILL)
         self.said(
             f"a sandbox held {held[root] / 2**30:.1f} GiB of GPU memory, and this submission's "
             f"sandboxes {total / 2**30:.1f} GiB, over its share of {self.limit / 2**30:.1f} "
