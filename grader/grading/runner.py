@@ -53,18 +53,6 @@ CHECKER_FAILED = (
 )
 
 
-TIMING_KIT = (
-    "__init__.py",
-    "reference.py",
-    "grading/__init__.py",
-    "grading/gpu_timing.py",
-    "grading/timing_child.py",
-    "grading/timing_record.py",
-)
-"""The grader modules the timing child runs (the reference kernel it times against, the
-timing itself and its record), at /course/grader in the timing child's sandbox alone: the
-children that run the hidden cases see no part of `grader/`."""
-GRADER = Path(__file__).resolve().parents[1]
 CHECKS_BUDGET_S = 900.0
 """The most time one submission's hidden-check children may take in all, whatever it does:
 the course's checks take 5-40 s on 2 cores; a submission that hangs case after case stops
@@ -72,10 +60,13 @@ here rather than at the sum of its case timeouts."""
 
 
 @contextlib.contextmanager
-def sandboxed_copy(nb: NotebookNode, draw: Draw) -> Iterator[Runner]:
+def sandboxed_copy(
+    nb: NotebookNode, draw: Draw, compile_cache: Path | None = None
+) -> Iterator[Runner]:
     """A Runner over a scratch copy of `nb`, without its hidden regions, that sandboxed
     children see as their own folder (/work, a size-limited tmpfs when run as root); gone
-    afterwards, with every process the children started."""
+    afterwards, with every process the children started. `compile_cache`: the submission's
+    shared Triton cache (`grader.isolation.sandbox.sandboxed`), if it has one."""
     from grader.grading.hidden_regions import stripped
     from grader.isolation.cgroups import sandbox_cgroups
     from grader.isolation.sandbox import inside, sandboxed
@@ -84,7 +75,7 @@ def sandboxed_copy(nb: NotebookNode, draw: Draw) -> Iterator[Runner]:
 
     with scratch() as work, sandbox_cgroups() as cgroups:
         nbformat.write(stripped(nb), work / NOTEBOOK)
-        wrap = functools.partial(sandboxed, work=work, cgroups=cgroups)
+        wrap = functools.partial(sandboxed, work=work, cgroups=cgroups, compile_cache=compile_cache)
         impl = Path(inside(work, work / NOTEBOOK))
         with Session(impl, wrap, budget_s=CHECKS_BUDGET_S) as session:
             yield Runner(work, draw, wrap, session)
