@@ -45,7 +45,16 @@ from grader.cohort.tables import (
     totals,
     wide_table,
 )
-from grader.cohort.timings import timing_columns, timing_table
+from grader.cohort.timings import (
+    REFUSED_CSV,
+    REFUSED_SECTION,
+    Refusal,
+    refusal_kind,
+    refusals,
+    save_refusals,
+    timing_columns,
+    timing_table,
+)
 from grader.grading.timing_record import SIDECAR as TIMING_SIDECAR
 from grader.grading.timing_record import ShapeTiming, TimingRecord
 from learning.workshops.checking.sidecars import HINTS_SCHEMA, HINTS_SIDECAR, RecordError
@@ -57,6 +66,8 @@ __all__ = [
     "HINTS_SIDECAR",
     "NEEDS_GPU",
     "PLOTS",
+    "REFUSED_CSV",
+    "REFUSED_SECTION",
     "STATUSES",
     "TIMING_SIDECAR",
     "CellGrade",
@@ -65,6 +76,7 @@ __all__ = [
     "CohortError",
     "Plot",
     "RecordError",
+    "Refusal",
     "Report",
     "ShapeTiming",
     "StudentRecord",
@@ -93,7 +105,10 @@ __all__ = [
     "plot_speedup",
     "read_sidecars",
     "read_table",
+    "refusal_kind",
+    "refusals",
     "save_plots",
+    "save_refusals",
     "save_table",
     "sidecar_keys",
     "summarize",

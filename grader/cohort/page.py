@@ -1,5 +1,6 @@
-"""The report's page, `index.html`: the summary, the plots inline and the scores per
-student and cell, filled into the template `report.html` beside this module."""
+"""The report's page, `index.html`: the summary, the plots inline, the timings refused or
+flagged for review and the scores per student and cell, filled into the template
+`report.html` beside this module."""
 
 from __future__ import annotations
 
@@ -14,27 +15,93 @@ from grader.cohort.figures import PLOTS, missing_plots_note
 from grader.cohort.records import OPTIONAL_KINDS, Report
 from grader.cohort.summary import summary_lines
 from grader.cohort.tables import wide_table
+from grader.cohort.timings import (
+    EVERY_SHAPE,
+    REFUSED_CSV,
+    REFUSED_SECTION,
+    WHAT_TO_DO,
+    Refusal,
+)
 
 TEMPLATE = "report.html"
-"""The page, with $title, $course, $summary, $figures, $scores and $downloads to fill in."""
+"""The page, with $title, $course, $summary, $figures, $refused_title, $refused, $scores and
+$downloads to fill in."""
 
 
 def write_html(report: Report, out: Path, pngs: list[Path], tables: list[Path]) -> Path:
-    """Write `index.html`: the summary, the plots inline, and the scores per student x cell."""
+    """Write `index.html`: the summary, the plots inline, the timings refused, and the scores
+    per student x cell. `tables` are the files written beside it: the long table's are linked
+    under the scores, `timing_refused.csv` under the refusals."""
     template = Template(files(__package__).joinpath(TEMPLATE).read_text())
+    refused_csv = [p for p in tables if p.name == REFUSED_CSV]
     page = template.substitute(
         title=html.escape(f"Cohort report: {report.cohort.assignment}"),
         course=html.escape(str(report.cohort.course)),
         summary="\n".join(f"<li>{html.escape(line)}</li>" for line in summary_lines(report)),
         figures=_figures(pngs, missing_plots_note(report)),
+        refused_title=html.escape(REFUSED_SECTION),
+        refused=_refused_html(report, refused_csv),
         scores=_scores_html(report.table),
-        downloads=", ".join(
-            f'<a href="{html.escape(p.name)}">{html.escape(p.name)}</a>' for p in tables
-        ),
+        downloads=_links([p for p in tables if p not in refused_csv]),
     )
     path = out / "index.html"
     path.write_text(page)
     return path
+
+
+def _links(paths: list[Path]) -> str:
+    return ", ".join(f'<a href="{html.escape(p.name)}">{html.escape(p.name)}</a>' for p in paths)
+
+
+def _refused_html(report: Report, csv: list[Path]) -> str:
+    """Every timing refusal, a row each: student, shape, kind, the times measured (student,
+    reference beside it and alone, a plain copy), the reason, what it asks of the instructor;
+    those for review first, marked. A sentence instead when there are none."""
+    found = report.summary.timing_refused
+    if not report.summary.with_timing:
+        return "<p>No GPU timing sidecars in this course: nothing timed, nothing refused.</p>"
+    if not found:
+        return "<p>None: every timed shape of every student earned its band.</p>"
+    head = "".join(
+        f"<th>{h}</th>"
+        for h in (
+            "student",
+            "shape",
+            "refused by",
+            "student<br><small>ms a call</small>",
+            "reference<br><small>ms, beside it</small>",
+            "reference<br><small>ms, alone</small>",
+            "plain copy<br><small>ms, same bytes</small>",
+            "reason (the grading's words)",
+            "what to do",
+        )
+    )
+    rows = "".join(_refused_row(r) for r in found)
+    download = f" As a table: {_links(csv)}." if csv else ""
+    return (
+        "<p>Each timed shape that earned 0 timing points, and each timing that failed, with the "
+        "reason the grading wrote to the timing sidecar and the grading log. Marked "
+        "<b>for review</b>: the time itself is in doubt (the physics floor: faster than a plain "
+        "copy of the same bytes, measured in the same run; or a reference disturbed beside the "
+        f"submission); a human should look before the 0 stands.{download}</p>"
+        f'<div class="scroll"><table class="refused"><thead><tr>{head}</tr></thead>'
+        f"<tbody>{rows}</tbody></table></div>"
+    )
+
+
+def _refused_row(r: Refusal) -> str:
+    kind = html.escape(r.kind) + ("<br><b>for review</b>" if r.review else "")
+    shape = f"<i>{EVERY_SHAPE}</i>" if r.shape == EVERY_SHAPE else html.escape(r.shape)
+    times = "".join(
+        f"<td>{'' if ms is None else f'{ms:.4g}'}</td>"
+        for ms in (r.student_ms, r.reference_ms, r.reference_alone_ms, r.copy_ms)
+    )
+    css = ' class="review"' if r.review else ""
+    return (
+        f"<tr{css}><th>{html.escape(r.student)}</th><td>{shape}</td><td>{kind}</td>{times}"
+        f'<td class="reason">{html.escape(r.reason)}</td>'
+        f'<td class="reason">{html.escape(WHAT_TO_DO[r.kind])}</td></tr>'
+    )
 
 
 def _figures(pngs: list[Path], missing: str) -> str:

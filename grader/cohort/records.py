@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from grader.cohort.timings import Refusal
 from grader.grading.timing_record import TimingRecord
 from learning.workshops.measuring.results import H200_SAMPLE, Results
 
@@ -105,6 +106,7 @@ class Summary:
     mean_after_late: float = float("nan")  # the mean less late penalties, as the export's
     late_points: tuple[tuple[str, float], ...] = ()  # (student, points the late policy took)
     optional: tuple[tuple[str, int, int, int], ...] = ()  # (cell, earned, tried, skipped)
+    timing_refused: tuple[Refusal, ...] = ()  # shapes and timings that earned 0, and why
 
 
 @dataclass

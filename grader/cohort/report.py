@@ -10,7 +10,7 @@ from grader.cohort.records import CohortError, Report
 from grader.cohort.sidecars import load_cohort
 from grader.cohort.summary import summarize
 from grader.cohort.tables import build_table, hint_table, save_table
-from grader.cohort.timings import timing_table
+from grader.cohort.timings import save_refusals, timing_table
 from learning.workshops.measuring.results import H200_SAMPLE, ResultsError
 from learning.workshops.measuring.results import load as load_results
 
@@ -69,6 +69,6 @@ def write_report(
     """Build the whole report into `out`; return the path of `index.html`."""
     out = Path(out)
     report = build_report(course, assignment, benchmark)
-    tables = save_table(report.table, out)
+    tables = [*save_table(report.table, out), save_refusals(report.summary.timing_refused, out)]
     pngs = save_plots(report, out)
     return write_html(report, out, pngs, tables)

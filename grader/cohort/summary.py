@@ -8,6 +8,14 @@ import pandas as pd
 
 from grader.cohort.records import EXTRA, NOT_DONE_HINTS, Cohort, Report, Summary
 from grader.cohort.tables import totals
+from grader.cohort.timings import (
+    FLOOR,
+    REFUSED_SECTION,
+    REVIEW,
+    WHAT_TO_DO,
+    Refusal,
+    refusals,
+)
 
 
 def summarize(cohort: Cohort, table: pd.DataFrame) -> Summary:
@@ -48,6 +56,7 @@ def summarize(cohort: Cohort, table: pd.DataFrame) -> Summary:
         mean_after_late=float(graded["after_late"].mean()) if len(graded) else math.nan,
         late_points=tuple((str(s), float(v)) for s, v in graded["late_penalty"].items() if v > 0),
         optional=extra_credit_counts(table),
+        timing_refused=refusals({r.student: r.timing for r in cohort.students}),
     )
 
 
@@ -78,6 +87,7 @@ def summary_lines(report: Report) -> list[str]:
         f"Hint sidecars: {s.with_hints} of {s.graded} graded students.",
         *_fault_lines(s),
         *_timing_lines(report),
+        *_refused_lines(s),
         *_roof_lines(report),
     ]
 
@@ -170,6 +180,45 @@ def _timing_lines(report: Report) -> list[str]:
             "Autograde on a GPU machine to score it."
         )
     return lines
+
+
+def _refused_lines(s: Summary) -> list[str]:
+    """How many timed shapes earned 0 and why, by kind; each one for review named with its
+    times, the physics floor's first."""
+    if not s.with_timing:
+        return []
+    found = s.timing_refused
+    if not found:
+        return ["Timing refused: none (every timed shape earned its band)."]
+    kinds = {}
+    for r in found:
+        kinds[r.kind] = kinds.get(r.kind, 0) + 1
+    by_kind = ", ".join(f"{n} {kind}" for kind, n in kinds.items())
+    students = len({r.student for r in found})
+    lines = [
+        f"Timing refused: {len(found)} timed shape{'s' * (len(found) != 1)} of {students} "
+        f"student{'s' * (students != 1)} earned 0 timing points ({by_kind}); each is listed "
+        f'with its times and reason under "{REFUSED_SECTION}".'
+    ]
+    for kind in REVIEW:
+        mine = [r for r in found if r.kind == kind]
+        if mine:
+            who = "; ".join(_refusal_words(r) for r in mine)
+            lines.append(f"For review, {kind}: {who}: {WHAT_TO_DO[kind]}.")
+    return lines
+
+
+def _refusal_words(r: Refusal) -> str:
+    """A refusal's student, shape and the times that put it in doubt."""
+    if r.kind == FLOOR and r.student_ms is not None and r.copy_ms is not None:
+        times = f"{r.student_ms:.4g} ms a call, a plain copy {r.copy_ms:.4g} ms"
+        return f"{r.student} {r.shape} ({times})"
+    if r.reference_ms is not None and r.reference_alone_ms is not None:
+        return (
+            f"{r.student} {r.shape} (the reference {r.reference_ms:.4g} ms beside it, "
+            f"{r.reference_alone_ms:.4g} ms alone)"
+        )
+    return f"{r.student} {r.shape}"
 
 
 def _roof_lines(report: Report) -> list[str]:
