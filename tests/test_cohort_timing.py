@@ -251,6 +251,89 @@ def test_every_kind_of_refusal_is_named(tmp_path, sidecar, kind, shape):
     assert refusal.review == (kind in (timings.FLOOR, timings.DISTURBED))
 
 
+def _offsets(figure, gid_prefix: str = "") -> list[tuple[float, float]]:
+    """Every point the figure's scatters draw (those whose gid starts with `gid_prefix`)."""
+    return [
+        tuple(xy)
+        for ax in figure.axes
+        for c in ax.collections
+        if (c.get_gid() or "").startswith(gid_prefix)
+        for xy in c.get_offsets()
+    ]
+
+
+def _legend_and_titles(figure) -> str:
+    legends = [ax.get_legend() for ax in figure.axes if ax.get_legend()]
+    texts = [t.get_text() for legend in legends for t in legend.get_texts()]
+    return " ".join(texts + [ax.get_title(loc="left") for ax in figure.axes])
+
+
+def test_the_speed_plots_leave_the_floor_out_and_say_so(tmp_path):
+    """Is mallory's time under the copy drawn in none of the speed plots (not as a ratio, a
+    time or a bandwidth), her honest shape and bob's wrong outputs (an x) drawn, and does each
+    plot say what it left out and where it is listed?"""
+    timing = _report(tmp_path).timing
+    floor = timing[timing["refusal"] == timings.FLOOR].iloc[0]
+    figures = {
+        "ratio": cohort.plot_speedup(timing, None),
+        "ms": cohort.plot_kernel_vs_reference(timing),
+        "gbps": cohort.plot_bandwidth(timing, None, "no benchmark results"),
+    }
+    impossible = {
+        "ratio": floor["ratio"],
+        "ms": floor["student_ms"],
+        "gbps": floor["student_gbps"],
+    }
+    for prefix, figure in figures.items():
+        gids = {c.get_gid() for ax in figure.axes for c in ax.collections}
+        assert {f"{prefix}:4096x4096", f"{prefix}:65536x512"} <= gids
+        drawn = [v for xy in _offsets(figure) for v in xy]
+        assert drawn and impossible[prefix] not in drawn, prefix
+        words = _legend_and_titles(figure)
+        assert "not drawn, no honest speed: 1 refused shape (physics floor)" in words, prefix
+        assert cohort.REFUSED_SECTION in words
+    wrong = timing[timing["refusal"] == timings.WRONG]
+    x_marks = [
+        xy[0]
+        for ax in figures["ratio"].axes
+        for c in ax.collections
+        if not c.get_gid()
+        for xy in c.get_offsets()
+    ]
+    assert sorted(x_marks) == pytest.approx(sorted(wrong["ratio"]))
+    [bandwidth] = figures["gbps"].axes
+    assert bandwidth.get_ylim()[1] < floor["student_gbps"]  # the axis is the honest ones'
+    for plot in cohort.PLOTS:
+        if plot.needs_timing:
+            assert "is left out, no honest speed" in plot.caption
+
+
+def test_honest_plots_say_nothing_was_left_out(tmp_path):
+    timing = _report(tmp_path, {"ada": SIDECARS["ada"]}).timing
+    for figure in (
+        cohort.plot_speedup(timing, None),
+        cohort.plot_kernel_vs_reference(timing),
+        cohort.plot_bandwidth(timing, None, "no benchmark results"),
+    ):
+        assert "not drawn" not in _legend_and_titles(figure)
+
+
+def test_when_every_shape_is_refused_the_plots_say_so_not_needs_a_gpu(tmp_path):
+    floor = _shape(4096, 4096, 0.012, 0.1315, FLOOR_REASON, copy_ms=0.118)
+    report = _report(tmp_path, {"mallory": _sidecar(floor)})
+    out = tmp_path / "out"
+    pngs = cohort.save_plots(report, out)
+    assert [p.name for p in pngs] == [p.name for p in cohort.PLOTS]  # every plot drawn
+    for figure in (
+        cohort.plot_speedup(report.timing, None),
+        cohort.plot_kernel_vs_reference(report.timing),
+        cohort.plot_bandwidth(report.timing, None, "no benchmark results"),
+    ):
+        text = " ".join(t.get_text() for ax in figure.axes for t in ax.texts)
+        assert "every timed shape was refused" in text and cohort.NEEDS_GPU not in text
+        assert not _offsets(figure, "ratio") + _offsets(figure, "ms") + _offsets(figure, "gbps")
+
+
 def test_the_floor_s_own_words_are_named_the_physics_floor(timed):  # noqa: F811
     """The report's physics floor is the grading's: a student faster than the copy, timed by
     the trusted side over the real protocol (fake servers), is refused in words the report

@@ -12,9 +12,14 @@ from matplotlib.figure import Figure
 from grader.cohort.plots import plot_hints, plot_pass_rates, plot_scores
 from grader.cohort.records import Report
 from grader.cohort.speed_plots import plot_bandwidth, plot_kernel_vs_reference, plot_speedup
+from grader.cohort.timings import REFUSED_SECTION
 from grader.grading.timing_record import SIDECAR as TIMING_SIDECAR
 
 DPI = 130
+REFUSED = (
+    "A wrong output is an x; a shape refused for its time (the physics floor, a disturbed "
+    f'reference) is left out, no honest speed, and listed under "{REFUSED_SECTION}".'
+)
 
 
 @dataclass(frozen=True)
@@ -45,20 +50,20 @@ PLOTS = (
     Plot(
         "speedup.png",
         "Each student's kernel time over the reference's per hidden shape (GPU timing "
-        "sidecars), and direct against copy-first by num_warps (benchmark file).",
+        "sidecars), and direct against copy-first by num_warps (benchmark file). " + REFUSED,
         lambda r: plot_speedup(r.timing, r.benchmark),
         needs_timing=True,
     ),
     Plot(
         "kernel_vs_reference.png",
-        "Each student's median time against the reference's, same GPU, interleaved.",
+        "Each student's median time against the reference's, same GPU, interleaved. " + REFUSED,
         lambda r: plot_kernel_vs_reference(r.timing),
         needs_timing=True,
     ),
     Plot(
         "bandwidth.png",
         "Effective GB/s of each student's kernel against the device-copy roof (the plot "
-        "names the benchmark results the roof comes from).",
+        "names the benchmark results the roof comes from). " + REFUSED,
         lambda r: plot_bandwidth(r.timing, r.benchmark, r.benchmark_source),
         needs_timing=True,
     ),

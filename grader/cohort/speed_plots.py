@@ -1,5 +1,9 @@
 """The report's speed plots, from the GPU timing sidecars and the --benchmark file: each
-student's time over the reference's, student against reference, and effective bandwidth."""
+student's time over the reference's, student against reference, and effective bandwidth.
+
+A shape refused for its time (the physics floor, a disturbed reference) is no honest speed:
+it is left out of all three, and each plot says how many it left out and where they are
+listed; a wrong output is drawn as an x (its time is real, its output was not)."""
 
 from __future__ import annotations
 
@@ -14,9 +18,38 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import NullLocator
 
 from grader.cohort.style import COLOURS, NEEDS_GPU_PANEL, SHAPE_COLOURS, message
-from grader.cohort.timings import graded_bands
+from grader.cohort.timings import REFUSED_SECTION, WRONG, graded_bands
 from grader.grading.timing_record import Band
 from learning.workshops.measuring.results import Results
+
+
+def honest(timing: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(rows to draw, rows left out): a shape that earned its band or had a wrong output is
+    drawn; one refused for its time (any other refusal) is left out."""
+    drawn = timing["refusal"].isin(["", WRONG])
+    return timing[drawn], timing[~drawn]
+
+
+def _left_out(left: pd.DataFrame) -> str:
+    """What a plot says of the refused shapes it left out, in two lines; "" when none."""
+    if left.empty:
+        return ""
+    kinds = ", ".join(dict.fromkeys(left["refusal"]))
+    n = len(left)
+    return (
+        f"not drawn, no honest speed: {n} refused shape{'s' * (n != 1)} ({kinds});\n"
+        f'listed under "{REFUSED_SECTION}"'
+    )
+
+
+def _left_out_handle(left: pd.DataFrame) -> list[Line2D]:
+    """A legend entry, no mark, saying which refused shapes the plot left out."""
+    text = _left_out(left)
+    return [Line2D([], [], linestyle="", label=text)] if text else []
+
+
+def _all_refused(ax: Axes, left: pd.DataFrame) -> None:
+    message(ax, f"every timed shape was refused:\n{_left_out(left)}")
 
 
 def plot_speedup(timing: pd.DataFrame, benchmark: Results | None) -> Figure:
@@ -54,6 +87,10 @@ def _draw_ratios(ax: Axes, timing: pd.DataFrame) -> None:
     if timing.empty:
         message(ax, NEEDS_GPU_PANEL)
         return
+    timing, left = honest(timing)
+    if timing.empty:
+        _all_refused(ax, left)
+        return
     order = timing.groupby("student")["ratio"].apply(lambda r: np.exp(np.log(r).mean()))
     students = list(order.sort_values(kind="stable").index)
     low = min(0.8, timing["ratio"].min() * 0.8)
@@ -69,7 +106,15 @@ def _draw_ratios(ax: Axes, timing: pd.DataFrame) -> None:
     ax.set_yticks(range(len(students)), students, fontsize=8)
     ax.set_ylim(-0.6, len(students) + 0.2)
     ax.set_xlabel(f"time / reference time (log scale; {len(students)} students with timing)")
-    ax.legend(loc="upper left", bbox_to_anchor=(0, -0.1), ncols=3, fontsize=8, frameon=False)
+    handles, _ = ax.get_legend_handles_labels()
+    ax.legend(
+        handles=handles + _left_out_handle(left),
+        loc="upper left",
+        bbox_to_anchor=(0, -0.1),
+        ncols=3,
+        fontsize=8,
+        frameon=False,
+    )
 
 
 def _shade_bands(ax: Axes, low: float, high: float, bands: tuple[Band, ...]) -> None:
@@ -174,6 +219,11 @@ def plot_kernel_vs_reference(timing: pd.DataFrame) -> Figure:
         message(ax, NEEDS_GPU_PANEL)
         return fig
     full = graded_bands(timing)[0].limit
+    timing, left = honest(timing)
+    if timing.empty:
+        ax.set_title("Student kernel time against the reference", loc="left")
+        _all_refused(ax, left)
+        return fig
     _scatter_times(ax, timing, full)
     times = pd.concat([timing["reference_ms"], timing["student_ms"]])
     low, high = times.min() * 0.7, times.max() * 1.4
@@ -187,7 +237,14 @@ def plot_kernel_vs_reference(timing: pd.DataFrame) -> Figure:
         loc="left",
         fontsize=10,
     )
-    ax.legend(title="hidden shape", fontsize=8, title_fontsize=8, loc="upper left")
+    handles, _ = ax.get_legend_handles_labels()
+    ax.legend(
+        handles=handles + _left_out_handle(left),
+        title="hidden shape",
+        fontsize=8,
+        title_fontsize=8,
+        loc="upper left",
+    )
     return fig
 
 
@@ -263,8 +320,13 @@ def plot_bandwidth(timing: pd.DataFrame, benchmark: Results | None, source: str)
         ax.set_title(title, loc="left")
         message(ax, f"{NEEDS_GPU_PANEL}\n\n{roof_text}")
         return fig
-    shapes = list(dict.fromkeys(timing["shape"]))
     full = graded_bands(timing)[0].limit
+    timing, left = honest(timing)
+    if timing.empty:
+        ax.set_title(title, loc="left")
+        _all_refused(ax, left)
+        return fig
+    shapes = list(dict.fromkeys(timing["shape"]))
     for x, shape in enumerate(shapes):
         rows = timing[timing["shape"] == shape].reset_index(drop=True)
         _scatter_gbps(ax, x, shape, rows, full)
@@ -274,9 +336,10 @@ def plot_bandwidth(timing: pd.DataFrame, benchmark: Results | None, source: str)
     ax.set_ylim(0, max(timing["student_gbps"].max(), roof[0] if roof else 0) * 1.2)
     ax.set_ylabel("GB/s (higher is better)")
     devices = ", ".join(sorted(timing["device"].unique()))
+    left_out = _left_out(left).replace(";\n", "; ")  # the legend is full: under the title
     ax.set_title(
         f"{title}\n{timing['student'].nunique()} students, {devices}; "
-        f"names: more than {full:g}x off the reference",
+        f"names: more than {full:g}x off the reference" + (f"\n{left_out}" if left_out else ""),
         loc="left",
         fontsize=10,
     )
