@@ -199,6 +199,20 @@ def test_the_refusals_csv_has_a_row_each(tmp_path):
     assert (out / "cohort.csv").is_file()
 
 
+def test_the_command_writes_the_refusals_beside_the_table(tmp_path, monkeypatch):
+    """Does `python -m grader.cohort` (its write_report, the course read as built here) write
+    timing_refused.csv beside cohort.csv and link it from the refusals' section?"""
+    from grader.cohort import report as report_module
+
+    built = _report(tmp_path)
+    monkeypatch.setattr(report_module, "build_report", lambda *args: built)
+    out = tmp_path / "out"
+    assert cohort.main([ASSIGNMENT, "--course", str(tmp_path), "--out", str(out)]) == 0
+    assert {"cohort.csv", cohort.REFUSED_CSV, "index.html"} <= {p.name for p in out.iterdir()}
+    assert f'href="{cohort.REFUSED_CSV}"' in _section((out / "index.html").read_text())
+    assert len((out / cohort.REFUSED_CSV).read_text().splitlines()) == 1 + 3
+
+
 @pytest.mark.parametrize(
     ("sidecar", "kind", "shape"),
     [
