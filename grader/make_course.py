@@ -4,10 +4,11 @@
 
 FOLDER (new, or an empty folder) gets this repository's `nbgrader_config.py` and
 `source/i1_strided_softmax/`, and a `.gitignore` that keeps the students' data and the course
-secret out of any repository the course folder is kept in. Everything else is the README's
-instructor workflow, run from FOLDER: the secret, the roster, the due date, the release
-(generated from FOLDER's source, which is the instructor's to edit) and the student bundle
-(`python -m grader.bundle`, which ships FOLDER's release). The code (`grader`, `learning`)
+secret out of any repository the course folder is kept in. Everything else is the instructor
+guide's term (docs/instructor-guide.md, "A term, in order"), run from FOLDER: the secret,
+the roster, the due date, the release (generated from FOLDER's source, which is the
+instructor's to edit) and the student bundle (`python -m grader.bundle`, which ships FOLDER's
+release). The code (`grader`, `learning`)
 stays this repository's: FOLDER's config imports it, so it must be importable from FOLDER (an
 installed environment: `pip install -e ".[course]"`, as `make venv` does); the command says
 where FOLDER's nbgrader will import it from.
@@ -44,8 +45,11 @@ IGNORED = (
     "/reports/",
 )
 """FOLDER's .gitignore."""
+GUIDE = REPO / "docs" / "instructor-guide.md"
+TERM = "A term, in order"
+"""The instructor guide and its section whose block is a term's commands, in order."""
 NEXT = (
-    "Next, from {folder}: the README's instructor workflow (## Instructor workflow), from\n"
+    'Next, from {folder}: the term in {guide} ("{term}"), from\n'
     "`python -m grader.seeding new --course .` to `nbgrader export`. Edit source/{assignment}/\n"
     "first if you want: the release and the student bundle are generated from this folder's."
 )
@@ -127,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print(f"Made the course folder {folder}: {CONFIG}, source/{ASSIGNMENT}/, .gitignore.")
     print(f"Its nbgrader imports the course's code from {' and '.join(dict.fromkeys(code))}.")
-    print(NEXT.format(folder=folder, assignment=ASSIGNMENT))
+    print(NEXT.format(folder=folder, guide=GUIDE, term=TERM, assignment=ASSIGNMENT))
     return 0
 
 

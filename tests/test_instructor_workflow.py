@@ -1,6 +1,6 @@
-"""The README's instructor workflow, run as written over a whole term: every line of its
-block, in order, in a scratch course that starts with only the course's config and source,
-a roster and the LMS's downloads.
+"""The instructor guide's term (docs/instructor-guide.md, "A term, in order"), run as written:
+every line of its block, in order, in a scratch course that starts with only the course's
+config and source, a roster and the LMS's downloads.
 
 Step 1 runs once; steps 2-5 once per Canvas download, each saved with its submissions export
 (the times); step 6 at the end.
@@ -27,16 +27,19 @@ import time
 import zipfile
 from pathlib import Path
 
+import docs_commands
 import nbformat
 import pandas as pd
 import pytest
+from docs_commands import command_lines
 from nbgrader.api import Gradebook
 
-from grader import course, zoo
+from grader import course, make_course, zoo
 
 pytestmark = pytest.mark.nbgrader
 
-SECTION = "## Instructor workflow"
+GUIDE = docs_commands.page(make_course.GUIDE)
+"""The instructor guide; its section `make_course.TERM` holds the term's block."""
 DUE = "2026-12-15 17:00:00"
 JANE, BOB, ANN = "12345", "23456", "34567"  # Ann: on the roster, never submits
 ROSTER = "id,first_name,last_name\n12345,Jane,Doe\n23456,Bob,Roe\n34567,Ann,Smith\n"
@@ -46,25 +49,21 @@ PREDICTION = '<a href="#prediction">Written response</a>'
 
 
 def workflow_commands() -> list[str]:
-    """The command lines of the README's instructor workflow block, comments left out."""
+    """The command lines of the instructor guide's term block, comments left out."""
     return [line for step in workflow_steps().values() for line in step]
 
 
 def workflow_steps() -> dict[int, list[str]]:
     """The block's command lines by step ("# 2. ..." starts step 2)."""
-    readme = (course.REPO / "README.md").read_text()
-    section = readme[readme.index(SECTION) :]
-    block = re.search(r"```bash\n(.*?)```", section, re.S)[1]
+    block = next(b for b in GUIDE.section(make_course.TERM).blocks if b.language == "bash")
     steps: dict[int, list[str]] = {}
     number = 0
-    for line in block.splitlines():
+    for line in block.lines:
         heading = re.match(r"#\s*(\d+)\.", line)
         if heading:
             number = int(heading[1])
             steps[number] = []
-        command = line.split("  #")[0].strip()
-        if command and not command.startswith("#"):
-            steps[number].append(command)
+        steps[number] += command_lines([line])
     return steps
 
 
@@ -125,9 +124,9 @@ def auto_scores(root: Path, student: str) -> list:
         return [grade.auto_score for grade in notebook.grades]
 
 
-def test_a_whole_term_through_the_readme(tmp_path):
+def test_a_whole_term_through_the_instructor_guide(tmp_path):
     """Two downloads, a resubmission, a broken resubmission, a late one with its time from
-    the LMS, a hand grade, feedback, export and the cohort, each by the README's own lines:
+    the LMS, a hand grade, feedback, export and the cohort, each by the guide's own lines:
     does each student read, and the LMS get, what their latest submission earned?"""
     steps = workflow_steps()
     assert sorted(steps) == [1, 2, 3, 4, 5, 6], steps

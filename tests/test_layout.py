@@ -1,5 +1,5 @@
 """The grader's layout follows the trust line: the isolation primitives import no nbgrader,
-no grading module outgrows one job, and the README's layout table names every module."""
+no grading module outgrows one job, and the layout table of docs/architecture.md is the tree's."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+
+import docs_commands
 
 REPO = Path(__file__).resolve().parents[1]
 GRADING = REPO / "grader" / "grading"
@@ -52,17 +54,57 @@ def test_isolation_imports_no_nbgrader():
     assert not pulled, f"isolation modules that pull in nbgrader's stack: {pulled}"
 
 
-def test_the_readme_layout_names_every_module():
-    """Does the README's layout table name every module of grader/grading/ and
-    grader/isolation/ in that folder's row?"""
-    readme = (REPO / "README.md").read_text()
-    layout = readme.split("\n## Layout\n", 1)[1].split("\n## ", 1)[0]
-    for folder in (GRADING, ISOLATION):
-        row = next(
-            (line for line in layout.splitlines() if line.startswith(f"| `grader/{folder.name}/`")),
-            None,
-        )
-        assert row is not None, f"README's layout table has no row for grader/{folder.name}/"
-        named = set(re.findall(r"`(\w+)`", row))
-        missing = [p.stem for p in _modules(folder) if p.stem not in named]
-        assert not missing, f"README's grader/{folder.name}/ row does not name {missing}"
+LAYOUT = docs_commands.doc("architecture.md").section("Layout")
+"""The layout table of docs/architecture.md."""
+
+
+def layout_rows() -> dict[str, str]:
+    """The table's rows: each path of a row's first column, with the row's second column."""
+    rows = {}
+    for line in LAYOUT.lines:
+        cells = [cell.strip() for cell in line.strip().strip("|").split(" | ")]
+        if len(cells) == 2 and cells[0] not in ("path", "---"):
+            rows |= dict.fromkeys(re.findall(r"`([^`]+)`", cells[0]), cells[1])
+    return rows
+
+
+def packages() -> list[Path]:
+    """Every package of learning/ and grader/ (a folder with an __init__.py)."""
+    return sorted(
+        p.parent for root in ("learning", "grader") for p in REPO.glob(f"{root}/**/__init__.py")
+    )
+
+
+def test_every_path_of_the_layout_exists():
+    """Does every path in the layout table's first column name a file or folder of the tree?"""
+    rows = layout_rows()
+    assert len(rows) > 10, rows
+    assert [path for path in rows if not (REPO / path).exists()] == []
+
+
+def test_the_layout_names_every_module():
+    """Does the layout table name every module of each package of learning/ and grader/, in
+    that package's row or in a row of its own, and give every package below the top a row of
+    its own or a mention in its parent's row (`shapes/`)?"""
+    rows = layout_rows()
+    unnamed = {}
+    for package in packages():
+        folder = f"{package.relative_to(REPO).as_posix()}/"
+        if folder not in rows:
+            if package.parent == REPO:  # learning/ holds only workshops/, which has its row
+                assert [p.name for p in package.glob("*.py")] == ["__init__.py"]
+                continue
+            parent = rows.get(f"{package.parent.relative_to(REPO).as_posix()}/", "")
+            assert f"`{package.name}/`" in parent, f"the layout has no row for {folder}"
+            continue
+        named = set(re.findall(r"`(\w+)`", rows[folder]))
+        missing = [
+            p.stem
+            for p in package.glob("*.py")
+            if p.stem not in named
+            and p.stem not in ("__init__", "__main__")
+            and f"{folder}{p.name}" not in rows
+        ]
+        if missing:
+            unnamed[folder] = sorted(missing)
+    assert unnamed == {}, f"modules the layout table does not name, by row: {unnamed}"

@@ -37,7 +37,8 @@ def command(*args: str, cwd: Path) -> subprocess.CompletedProcess:
 def test_the_course_folder_holds_the_config_the_source_and_a_gitignore(tmp_path):
     """Does `make_course FOLDER` make FOLDER with this repository's config and source, a
     .gitignore that keeps the students' data and the secret out, and nothing else (the
-    README's workflow draws the secret and generates the release), and say what comes next?"""
+    instructor guide's term draws the secret and generates the release), and say what comes
+    next, naming the guide's section that holds the term?"""
     folder = tmp_path / "term" / "i1-2026"
     done = command("grader.make_course", str(folder), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
@@ -48,7 +49,10 @@ def test_the_course_folder_holds_the_config_the_source_and_a_gitignore(tmp_path)
     assert filecmp.cmp(folder / "source" / ASSIGNMENT / NOTEBOOK, source, shallow=False)
     ignored = (folder / ".gitignore").read_text().splitlines()
     assert set(STUDENT_DATA) <= set(ignored)
-    assert "## Instructor workflow" in done.stdout and "grader.seeding new" in done.stdout
+    assert f'{make_course.GUIDE} ("{make_course.TERM}")' in done.stdout
+    term = workflow_commands()  # the section it names, "from" its first line "to" export
+    assert term[0] == "python -m grader.seeding new --course ." and "nbgrader export" in term
+    assert "`python -m grader.seeding new --course .` to `nbgrader export`" in done.stdout
     assert str(REPO / "grader") in done.stdout  # where its nbgrader imports the code from
 
 
@@ -84,14 +88,14 @@ def test_refused_where_the_folders_nbgrader_could_not_import_the_course(tmp_path
     assert not folder.exists()
 
 
-def readme_step(word: str) -> str:
-    """The README's instructor workflow line that contains `word`."""
+def guide_step(word: str) -> str:
+    """The instructor guide's term line that contains `word`."""
     return next(line for line in workflow_commands() if word in line)
 
 
 @pytest.mark.nbgrader
 def test_the_bundle_of_a_course_of_ones_own_ships_its_release(tmp_path):
-    """In a course made by make_course whose source the instructor edited, do the README's
+    """In a course made by make_course whose source the instructor edited, do the guide's
     own lines (the secret, generate_assignment, the bundle) give a bundle whose notebook is
     that course's release, edit included, with a note that it differs from the repository's,
     and no secret?"""
@@ -102,7 +106,7 @@ def test_the_bundle_of_a_course_of_ones_own_ships_its_release(tmp_path):
     notebook.cells[0].source += "\n\nThis term: office hours on Tuesdays."
     nbformat.write(notebook, source)
     for word in ("grader.seeding", "generate_assignment", "grader.bundle"):
-        line = readme_step(word)
+        line = guide_step(word)
         done = subprocess.run(
             ["bash", "-c", line],
             cwd=folder,
@@ -115,7 +119,7 @@ def test_the_bundle_of_a_course_of_ones_own_ships_its_release(tmp_path):
         )
         assert done.returncode == 0, f"{line}\n{done.stdout}\n{done.stderr}"
     assert "differs from this repository's" in done.stderr, done.stderr
-    archive = folder / readme_step("grader.bundle").split("--out ")[1].split()[0]
+    archive = folder / guide_step("grader.bundle").split("--out ")[1].split()[0]
     with zipfile.ZipFile(archive) as bundle:
         shipped = bundle.read(f"i1-student/release/{ASSIGNMENT}/{NOTEBOOK}")
         names = bundle.namelist()

@@ -12,6 +12,7 @@ import sys
 from datetime import datetime
 from pathlib import Path
 
+import docs_commands
 import pytest
 
 from learning.workshops.checking.child import child_env
@@ -117,11 +118,13 @@ def _cuda() -> bool:
     return torch.cuda.is_available()
 
 
-# What else is public: the README's "What stays stable", held to the lists below. Changing
-# one is a decision: the README, this test and the code change together (the results file
-# gets a new schema name).
+# What else is public: the student guide's "What stays stable", held to the lists below.
+# Changing one is a decision: the guide, this test and the code change together (the results
+# file gets a new schema name).
 
-STABLE = "### What stays stable"
+GUIDE = docs_commands.doc("student-guide.md")
+STABLE = "What stays stable"
+HINTS = "The hints"
 CONTRACT_NAMES = ("matrix", "warps", "select_mode", "default_device", "device_context")
 JSON_KEYS = {
     "object": (
@@ -157,9 +160,8 @@ ROW_FIELDS = (
 
 
 def stable_bullets() -> dict[str, str]:
-    """The README's "What stays stable" bullets, by their bold label, lines joined."""
-    readme = (REPO / "README.md").read_text()
-    section = readme[readme.index(STABLE) :].split("\n#", 1)[0]
+    """The student guide's "What stays stable" bullets, by their bold label, lines joined."""
+    section = GUIDE.section(STABLE).text
     bullets = re.findall(r"^- \*\*(.+?)\*\*:? (.*?)(?=^- |\Z)", section, re.M | re.S)
     return {label.strip("`"): " ".join(text.split()) for label, text in bullets}
 
@@ -168,8 +170,8 @@ def quoted(text: str) -> tuple[str, ...]:
     return tuple(re.findall(r"`([^`]+)`", text))
 
 
-def test_the_readme_says_what_stays_stable():
-    """Does the README's list name exactly the contracts' names, the check's JSON keys, and
+def test_the_student_guide_says_what_stays_stable():
+    """Does the student guide's list name exactly the contracts' names, the check's JSON keys, and
     the results file's schema and fields this test keeps?"""
     bullets = stable_bullets()
     assert set(quoted(bullets["Names"])) >= set(CONTRACT_NAMES)
@@ -184,7 +186,7 @@ def test_the_readme_says_what_stays_stable():
 
 
 def test_the_contracts_module_has_the_names_the_notebook_imports():
-    """Does `learning.workshops.contracts` give every name the README keeps stable?"""
+    """Does `learning.workshops.contracts` give every name the student guide keeps stable?"""
     from learning.workshops import contracts
 
     assert [n for n in CONTRACT_NAMES if not callable(getattr(contracts, n, None))] == []
@@ -213,7 +215,7 @@ def keys_and_types(part: str, found: dict) -> None:
 def test_check_json_keeps_its_keys(solution, tmp_path):
     """Does `check --json` on a solution written from the page, and on the same with its
     column stride left out (exit 1, with a hint), give every stable key with its type, hints
-    whose ids are the README's, and a `saved` time that reads as ISO 8601?"""
+    whose ids are the student guide's, and a `saved` time that reads as ISO 8601?"""
     code, report = check_json(tmp_path, PAGE_SOLUTION if solution == "passing" else BUGGY_SOLUTION)
     assert code == (0 if solution == "passing" else 1), report
     keys_and_types("object", report)
@@ -228,29 +230,28 @@ def test_check_json_keeps_its_keys(solution, tmp_path):
         keys_and_types("hint", hint)
     ids = {hint["id"] for hint in report["hints"]}
     assert (ids == set()) is (solution == "passing"), report["hints"]
-    assert ids <= readme_hint_ids()
+    assert ids <= documented_hint_ids()
 
 
-def readme_hint_ids() -> set[str]:
-    """The ids of the README's hint table."""
-    readme = (REPO / "README.md").read_text()
-    table = readme[readme.index("### The hints") :].split("\n#", 1)[0]
+def documented_hint_ids() -> set[str]:
+    """The ids of the student guide's hint table."""
+    table = GUIDE.section(HINTS).text
     return set(re.findall(r"^\| `([a-z-]+)` \|", table, re.M))
 
 
 def test_every_documented_hint_id_is_one_the_check_gives():
-    """Is every id of the README's hint table still a hint id of the check (a rename breaks
+    """Is every id of the student guide's hint table still a hint id of the check (a rename breaks
     every tool and cohort chart that reads them)?"""
     from learning.workshops.checking.hints import HintId
 
-    assert readme_hint_ids() - {h.value for h in HintId} == set()
+    assert documented_hint_ids() - {h.value for h in HintId} == set()
 
 
 def test_every_hint_id_the_check_gives_is_documented():
-    """Does the README's hint table explain every hint id the check can give?"""
+    """Does the student guide's hint table explain every hint id the check can give?"""
     from learning.workshops.checking.hints import HintId
 
-    assert {h.value for h in HintId} - readme_hint_ids() == set()
+    assert {h.value for h in HintId} - documented_hint_ids() == set()
 
 
 def test_the_results_file_keeps_its_schema():
