@@ -148,7 +148,8 @@ start_regrades_fresh()
 # with the cause from its grading log; missing) and leaves the score empty unless it was
 # graded, so means never count an ungradable notebook as zero (grader/export.py). Late work
 # loses 10 % of its raw score per started day after 15 minutes' grace, never below 0
-# (grader/grading/late.py; README "Late submissions"); the due date is the gradebook's.
+# (grader/grading/late.py; docs/instructor-guide.md, "Late submissions"); the due date is the
+# gradebook's.
 c.ExportApp.plugin_class = "grader.export.StatusCsvExport"
 c.AssignLatePenalties.plugin_class = "grader.grading.late.DailyLatePenalty"
 c.DailyLatePenalty.percent_per_day = 10.0

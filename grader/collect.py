@@ -308,7 +308,8 @@ def _refuse_untimed(untimed: list[str], plan: dict[str, _Take], due, times: Path
         f"no submission time for {len(untimed)} new or changed submission"
         f"{'s' * (len(untimed) != 1)}: {', '.join(untimed)}{late}. The due date is "
         f"{shown(due)} and late work loses points, but the LMS's file names carry no time: "
-        f'save its submissions export in {times} (README, "Submission times") and collect '
+        f"save its submissions export in {times} "
+        '(docs/instructor-guide.md, "Submission times") and collect '
         "again, or pass --no-times to collect without (late work then loses nothing). "
         "Nothing was collected."
     )

@@ -75,7 +75,7 @@ RESUBMITTED = (
 )
 NO_TIME = (
     "no submission time, so no late penalty could apply: collect with the LMS's times "
-    '(README, "Submission times")'
+    '(docs/instructor-guide.md, "Submission times")'
 )
 
 

@@ -68,7 +68,7 @@ def course_secret(root: Path) -> str:
     except FileNotFoundError:
         raise MissingSecret(
             f"no course secret at {path}: create it with `{made_by}` (every hidden test case "
-            "is drawn from it; README, The course secret)."
+            'is drawn from it; docs/instructor-guide.md, "The course secret").'
         ) from None
     except (OSError, UnicodeDecodeError) as exc:
         token, why = "", getattr(exc, "strerror", None) or str(exc)

@@ -251,7 +251,8 @@ def test_the_students_lab_hides_the_instructor_tools(path):
 
 
 PASS3 = "python -m learning.workshops.check strided_softmax --hint --impl strided_softmax.ipynb"
-"""The notebook's and the README's pass-3 check, verbatim."""
+"""The notebook's and the student guide's pass-3 check, verbatim (tests/test_docs.py runs the
+guide's own line)."""
 
 
 def test_the_pass3_check_runs_in_the_labs_terminal(browser, running_lab):

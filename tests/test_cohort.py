@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 TIMING_COLUMNS = ["student_ms", "reference_ms", "ratio", "timing_points"]
 
 # Hand-written, not measured: a timing sidecar shaped like grader.grading.gpu_timing's, with numbers
-# close to the H200 run in README.md (reference 0.1315 ms at 4096x4096, 0.2816 ms at
+# close to the H200 run in docs/gpu-results.md (reference 0.1315 ms at 4096x4096, 0.2816 ms at
 # 65536x512; a copy-first student about 1.2x slower).
 FAKE_TIMING = {
     "schema": "i1-timing/1",
@@ -83,7 +83,7 @@ def test_timing_sidecar_gives_medians_and_logical_gbps(tmp_path):
     assert first["student_ms"] == pytest.approx(0.1618)
     assert first["reference_ms"] == pytest.approx(0.1315)
     assert first["student_gbps"] == pytest.approx(2 * 4096 * 4096 * 4 / 0.1618e-3 / 1e9)
-    assert first["reference_gbps"] == pytest.approx(1020.6, rel=1e-3)  # README: 1020 GB/s
+    assert first["reference_gbps"] == pytest.approx(1020.6, rel=1e-3)  # 2*4096*4096*4 B/0.1315 ms
 
 
 def test_timing_columns_summarize_a_sidecar(tmp_path):

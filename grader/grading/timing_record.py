@@ -40,7 +40,7 @@ BANDS = (
     Band(2.5, 0.5, "1/2"),
     Band(5.0, 0.25, "1/4"),
 )
-"""From H200 runs (README, results): two runs of the same kernel differ by 0.3% at most and
+"""From H200 runs (docs/gpu-results.md): two runs of the same kernel differ by 0.3% at most and
 the reference timed against itself gives 1.00, so 1.10 leaves a wide margin for noise;
 copying first costs 1.17-1.26x, so it lands in the 0.75 band; a kernel that reads its input
 twice would cost about 2x."""
