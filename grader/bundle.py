@@ -3,13 +3,14 @@
     python -m grader.bundle [--course FOLDER] --out dist/i1-student.zip
 
 The course's release notebook (from the course folder, default here: a course of one's own
-ships its own release), this repository's `learning` package and ungraded notebooks, a student
-README, and a pyproject.toml and environment.yml of the student's side only (the dependencies
-and the `student` extra: no nbgrader, grader packages or dev tools). Never `grader/`, the
-source notebook, the gradebook or the course secret: `tests/test_bundle.py` opens the archive
-and checks. A release that is not what the course's source generates (edited since, or copied
-by hand with its solutions) is refused. An earlier archive at --out is only replaced once the
-new one is complete.
+ships its own release), this repository's `learning` package and ungraded notebooks, the
+student's pages of docs/ (the student guide, the experiment and its results, GPU timing), a
+student README, and a pyproject.toml and environment.yml of the student's side only (the
+dependencies and the `student` extra: no nbgrader, grader packages or dev tools). Never
+`grader/`, the source notebook, the gradebook or the course secret: `tests/test_bundle.py`
+opens the archive and checks. A release that is not what the course's source generates (edited
+since, or copied by hand with its solutions) is refused. An earlier archive at --out is only
+replaced once the new one is complete.
 """
 
 from __future__ import annotations
@@ -27,10 +28,13 @@ from grader.course import ASSIGNMENT, NOTEBOOK, REPO
 from learning.workshops.check import UsageError
 from learning.workshops.paths import unwritable
 
+STUDENT_DOCS = ("docs/student-guide.md", "docs/gpu-results.md", "docs/gpu-timing.md")
+"""The pages of docs/ a student reads; they link only to each other."""
 SHIPPED = (
     "learning",
     "notebooks/setup_check.ipynb",
     "notebooks/address_explorer.ipynb",
+    *STUDENT_DOCS,
 )
 """What ships from this repository, whichever course the release comes from."""
 RELEASE = Path("release") / ASSIGNMENT

@@ -5,20 +5,23 @@ from __future__ import annotations
 
 import ast
 import os
+import posixpath
 import re
 import shutil
 import sys
 import tomllib
 import zipfile
 from importlib.metadata import PackageNotFoundError, distribution, packages_distributions
+from pathlib import PurePosixPath
 
+import docs_commands
 import nbformat
 import pytest
 import yaml
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from grader.bundle import build, main
+from grader.bundle import STUDENT_DOCS, build, main
 from grader.course import ASSIGNMENT, NOTEBOOK, REPO
 from grader.seeding import FILE as SECRET_FILE
 
@@ -47,14 +50,37 @@ def texts(bundle):
 
 
 def test_bundle_holds_what_students_need(bundle):
-    """Does the bundle hold the release notebook, the learning package, the environment and a
-    student README?"""
+    """Does the bundle hold the release notebook, the learning package, the environment, a
+    student README, and the student's pages of docs/ as the repository has them (the guide
+    with its hint table among them)?"""
     names = set(bundle)
     assert f"i1-student/release/{ASSIGNMENT}/{NOTEBOOK}" in names
     assert "i1-student/learning/workshops/check.py" in names
     assert "i1-student/learning/workshops/measuring/data/h200_i1.json" in names
     assert {"i1-student/environment.yml", "i1-student/pyproject.toml"} <= names
     assert "python -m learning.workshops.check" in texts(bundle)["i1-student/README.md"]
+    assert "docs/student-guide.md" in STUDENT_DOCS
+    for name in STUDENT_DOCS:
+        assert bundle[f"i1-student/{name}"] == (REPO / name).read_bytes(), name
+    guide = docs_commands.parse(texts(bundle)["i1-student/docs/student-guide.md"], "guide")
+    assert "| `column-stride` |" in guide.section("The hints").text
+
+
+def test_bundle_pages_link_only_to_what_it_ships(bundle):
+    """Does every relative link of the bundle's README and its docs/ pages name a file the
+    bundle holds (a link to an instructor's page would be broken there), and does the README
+    link each of its pages?"""
+    broken, linked = [], set()
+    for name in ("README.md", *STUDENT_DOCS):
+        here = PurePosixPath("i1-student", name).parent
+        for target in docs_commands.parse(texts(bundle)[f"i1-student/{name}"], name).links():
+            if docs_commands.relative(target):
+                path = posixpath.normpath(str(here / target.partition("#")[0]))
+                linked.add(path)
+                if path not in bundle:
+                    broken.append((name, target))
+    assert broken == []
+    assert {f"i1-student/{name}" for name in STUDENT_DOCS} <= linked
 
 
 def test_bundle_holds_no_instructor_files(bundle):
