@@ -17,6 +17,14 @@ DUE = "2026-12-01 17:00:00 UTC"
 LATE = "2026-12-02 09:30:00 UTC"
 ON_TIME = "2026-12-01 12:00:00 UTC"
 
+KILLS_THE_KERNEL = Edit(
+    "strided_softmax",
+    "\n    return y",
+    "\n    return y\n\n\n__import__('ctypes').string_at(0)  # the cell itself kills the kernel",
+)
+"""The crasher's edit: the cell defining `strided_softmax` dereferences a null pointer as it
+runs, so the notebook's kernel dies there (nbgrader then grades that student not at all)."""
+
 _BUGGY = (
     "ignores-column-stride",
     "adds-storage-offset",
@@ -41,13 +49,12 @@ class Member:
 def members() -> list[Member]:
     """The sample cohort, in a stable order."""
     bugs = {b.name: b for b in BUGS}
-    crash = next(b for b in BUGS if b.hint == "crash")
     cohort = [Member("solution", "solution"), Member("late-solution", "late")]
     cohort += [Member(f"bug-{name}", "bug", bugs[name].edits) for name in _BUGGY]
     cohort += [
         Member("copy-first", "shortcut", COPY_FIRST),
         Member("untouched", "untouched"),
-        Member("crasher", "crash", crash.edits),
+        Member("crasher", "crash", (KILLS_THE_KERNEL,)),
         Member("no-submission", "missing"),
     ]
     return cohort

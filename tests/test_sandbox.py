@@ -442,11 +442,12 @@ def test_sandboxed_execute_brings_outputs_back(tmp_path):
     and the hidden region neither run nor removed from the graded notebook?"""
     hidden = "assert x == 1\n### BEGIN HIDDEN TESTS\nraise AssertionError('hidden ran')\n"
     hidden += "### END HIDDEN TESTS"
-    nb = _notebook("import os\nx = 1\nprint(os.getcwd(), os.environ['NBGRADER_EXECUTION'])",
+    env = "os.environ['NBGRADER_EXECUTION'], os.environ['I1_CASES_RUN_OUTSIDE']"
+    nb = _notebook(f"import os\nx = 1\nprint(os.getcwd(), {env})",
                    "raise ValueError('boom')", hidden)  # fmt: skip
     nb, resources = _execute(tmp_path, nb)
     first, error, test = nb.cells[1:]
-    assert [o.text for o in first.outputs] == ["/work autograde\n"]
+    assert [o.text for o in first.outputs] == ["/work autograde 1\n"]
     assert [(o.output_type, o.ename, o.evalue) for o in error.outputs] == [
         ("error", "ValueError", "boom")
     ]

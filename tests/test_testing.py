@@ -128,6 +128,22 @@ def test_expect_cases_skips_the_smallest_view_while_nbgrader_grades(tmp_path, mo
     assert len(str(info.value).splitlines()) == 3
 
 
+def test_expect_cases_runs_nothing_where_the_grader_runs_the_cases(tmp_path, monkeypatch, capsys):
+    """In the grader's sandbox (CASES_RUN_OUTSIDE=1), does expect_cases run no case, even of
+    a buggy kernel, and say the grader runs them; and without it, does the bug still fail?"""
+    from learning.workshops.checking.notebook_runner import CASES_RUN_OUTSIDE
+
+    fn = buggy("ignores-column-stride", tmp_path)
+    monkeypatch.setenv(CASES_RUN_OUTSIDE, "1")
+    expect_cases(fn, "strided_softmax", ["transpose"])
+    assert capsys.readouterr().out == (
+        "strided_softmax: the grader runs these cases itself, outside this notebook.\n"
+    )
+    monkeypatch.setenv(CASES_RUN_OUTSIDE, "0")
+    with pytest.raises(AssertionError):
+        expect_cases(fn, "strided_softmax", ["transpose"])
+
+
 def test_expect_cases_refuses_an_unknown_case_name():
     """Is an unknown case name refused with a ValueError naming it?"""
     with pytest.raises(ValueError) as info:

@@ -28,8 +28,8 @@ from grader.grading.submission_files import refuse_irregular_submissions
 from grader.isolation.limits import DEFAULT_LIMITS, MiB
 from grader.isolation.process import SandboxRun
 from grader.isolation.sandbox import REPORT_FD, SandboxUnavailable, inside, run_sandboxed
-from grader.isolation.scratch import read_regular, scratch
-from learning.workshops.checking.notebook_runner import DEAD_KERNEL
+from grader.isolation.scratch import scratch
+from learning.workshops.checking.notebook_runner import CASES_RUN_OUTSIDE, DEAD_KERNEL
 
 # Wherever grading runs through SandboxedExecute (ready_to_grade requires it of the course's
 # config), nbgrader also refuses submissions that are not regular files, whatever the config.
@@ -83,13 +83,6 @@ class SandboxRecord:
     skipped_files: list[str]
 
 
-RETURNED_FILES = ("i1_hints.json",)
-"""Files the sandboxed run may leave for the trusted side, in `resources["i1_sandbox_files"]`
-as bytes (at most RETURNED_LIMIT_BYTES each): the visible cells' hints. Untrusted: the
-trusted side reads them for hints only, never for scores."""
-RETURNED_LIMIT_BYTES = MiB
-
-
 AHEAD = "i1_checks_ahead"
 """The resources key of the hidden checks running beside the notebook
 (`grader.grading.trusted.ChecksAhead`): closed here when the notebook cannot be graded."""
@@ -124,11 +117,11 @@ class SandboxedExecute(Execute):
                 compile_cache=getattr(ahead, "compile_cache", None),
                 timeout_s=self._wall_s(nb, resources),
                 report_limit_bytes=RESULT_LIMIT_BYTES,
-                env={"NBGRADER_EXECUTION": os.environ.get("NBGRADER_EXECUTION", "autograde")},
+                env={
+                    "NBGRADER_EXECUTION": os.environ.get("NBGRADER_EXECUTION", "autograde"),
+                    CASES_RUN_OUTSIDE: "1",  # the trusted side runs them (trusted.py)
+                },
             )
-            resources["i1_sandbox_files"] = {
-                name: _returned(work / name) for name in RETURNED_FILES
-            }
         executed, why = read_result(run, len(nb.cells))
         if executed is not None and kernel_died(executed):
             executed, why = None, f"the student's code killed the kernel {killing_cell(executed)}"
@@ -200,15 +193,6 @@ def course_code_cells(root: Path, resources: dict) -> int:
         with Gradebook(info["db_url"]) as gradebook:
             saved = gradebook.find_notebook(info["notebook"], info["assignment"])
             return sum(cell.cell_type == "code" for cell in saved.source_cells)
-
-
-def _returned(path: Path) -> bytes | None:
-    """A file the sandboxed run left in its scratch folder, or None (absent, not a regular
-    file, unreadable)."""
-    try:
-        return read_regular(path, RETURNED_LIMIT_BYTES)
-    except OSError:
-        return None
 
 
 def failure_cause(run: SandboxRun, why: str) -> str:

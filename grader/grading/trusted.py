@@ -15,7 +15,6 @@ whatever the kernel printed or raised in a test cell cannot change its score, an
 from __future__ import annotations
 
 import contextlib
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -37,7 +36,7 @@ from grader.grading.timing_record import (
 from grader.grading.timing_record import SIDECAR as TIMING_SIDECAR
 from grader.grading.visible import visible_cells
 from grader.seeding import course_secret
-from learning.workshops.checking.sidecars import HINTS_SIDECAR, RecordError, outcome, write_hints
+from learning.workshops.checking.sidecars import HINTS_SIDECAR, write_hints
 
 # torch, triton and the modules that import them (grader.grading.hidden, the checking's cases,
 # faults and isolation, the timing, the notebook's testing) are imported where used: every
@@ -86,31 +85,12 @@ def as_notes(outputs: list) -> list[NotebookNode]:
     return kept
 
 
-def restart_sidecars(folder: Path, sandboxed_hints: bytes | None) -> None:
+def restart_sidecars(folder: Path) -> None:
     """The sidecars beside the graded notebook start afresh for this grading (a submitted or
-    earlier file is gone): the timing record is written here alone, and the hints file
-    holds the visible cells' outcomes as the sandboxed run recorded them (hints only: those
-    cells score from their own outputs), then the hidden cells' from this side."""
+    earlier file is gone): the timing record and the hints file are written here alone, the
+    hints from the cases this side ran for each test cell."""
     (folder / TIMING_SIDECAR).unlink(missing_ok=True)
-    write_hints(folder / HINTS_SIDECAR, public_outcomes(sandboxed_hints))
-
-
-def public_outcomes(raw: bytes | None) -> dict:
-    """The visible cells' entries of a hints file the sandbox wrote, each well formed, and
-    nothing else (it cannot speak for a hidden cell)."""
-    try:
-        tests = json.loads(raw or b"{}").get("tests", {})
-    except (ValueError, AttributeError):
-        return {}
-    kept = {}
-    for test, entry in tests.items() if isinstance(tests, dict) else ():
-        try:
-            said = outcome(entry, HINTS_SIDECAR, test)
-        except RecordError:
-            continue
-        if str(test).startswith("public:") and said.status in ("passed", "failed"):
-            kept[test] = said.to_json()
-    return kept
+    write_hints(folder / HINTS_SIDECAR, {})
 
 
 class GradeHiddenCells(NbGraderPreprocessor):
@@ -141,7 +121,7 @@ class GradeHiddenCells(NbGraderPreprocessor):
         folder = Path(resources["metadata"]["path"]).resolve()
         course = course_for(resources)
         lost = cells_lost(self._screen(nb, resources, log), course)
-        restart_sidecars(folder, resources.get("i1_sandbox_files", {}).get(HINTS_SIDECAR))
+        restart_sidecars(folder)
         ahead = resources.pop(AHEAD, None)
         with contextlib.ExitStack() as stack:
             if ahead is not None:

@@ -23,6 +23,10 @@ import nbformat
 from nbformat import NotebookNode
 
 KERNEL = "python3"
+CASES_RUN_OUTSIDE = "I1_CASES_RUN_OUTSIDE"
+"""Set to 1 where the grader's sandbox runs a notebook: the trusted side runs every test
+cell's cases itself and replaces the cell's outputs, so the notebook's own `expect_cases`
+runs none (where no sandbox runs it, as when a course's config did not load, it does)."""
 TIMEOUT_ERROR = {
     "ename": "CellTimeoutError",
     "evalue": "",

@@ -27,6 +27,7 @@ from learning.workshops.checking.faults import (
     internal_result,
 )
 from learning.workshops.checking.hints import MESSAGES, HintId, diagnose, not_attempted
+from learning.workshops.checking.notebook_runner import CASES_RUN_OUTSIDE
 from learning.workshops.checking.raised import raised_again
 from learning.workshops.checking.shrink import (
     Shrunk,
@@ -44,6 +45,8 @@ from learning.workshops.checking.sidecars import (
     public_key,
 )
 from learning.workshops.contracts import default_device
+
+GRADED_OUTSIDE = "{op}: the grader runs these cases itself, outside this notebook."
 
 
 def all_pass(count: int, kind: str) -> str:
@@ -167,6 +170,9 @@ def verdict(results: list[CaseResult], title: str) -> Exception | None:
 
 def expect_cases(fn: Callable, op: str, names: Iterable[str] | None = None) -> None:
     """Assert that `fn` passes the named public cases of `op` (all that apply by default)."""
+    if os.environ.get(CASES_RUN_OUTSIDE) == "1":
+        print(GRADED_OUTSIDE.format(op=op))
+        return
     wanted = set(names) if names is not None else None
     chosen = [
         c for c in suite(op, None, default_device().type) if wanted is None or c.name in wanted
