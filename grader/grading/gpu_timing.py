@@ -234,7 +234,9 @@ def _start_now(sandbox: Sandbox) -> Servers:
 def _measure(servers: Servers, key: str) -> tuple[dict | None, str]:
     """The timing record of both servers on their shapes, or None and why the student's side
     failed; CheckerFault when the reference's side did."""
+    began = time.monotonic()
     servers.ready.wait()
+    ready = time.monotonic()
     if servers.failure.startswith("internal: "):
         _checker_failed(servers.failure.removeprefix("internal: "))
     if servers.failure:
@@ -244,8 +246,10 @@ def _measure(servers: Servers, key: str) -> tuple[dict | None, str]:
         shapes = [_time_shape(servers, rows, cols, rng) for rows, cols in servers.shapes]
     except TimingFailed as exc:
         return None, str(exc)
+    timed = time.monotonic()
     servers.student.close()  # nothing of the submission's is left on the GPU
     servers.student = None
+    closed = time.monotonic()
     disturbed = False
     for i, (rows, cols) in enumerate(servers.shapes):
         alone = _alone_ms(servers.reference, rows, cols, rng)
@@ -265,6 +269,11 @@ def _measure(servers: Servers, key: str) -> tuple[dict | None, str]:
         "reps": REPS,
         "disturbed": disturbed,
         "shapes": shapes,
+        "phase_seconds": {  # the student's server's close is between timed and alone
+            "ready": round(ready - began, 2),
+            "timed": round(timed - ready, 2),
+            "alone": round(time.monotonic() - closed, 2),
+        },
     }
     return record, ""
 

@@ -119,7 +119,8 @@ class TimingRecord:
     mode: str = ""
     reps: int = 0
     fraction: float | None = None  # the mean band over the shapes
-    seconds: float | None = None  # how long the timing child measured
+    seconds: float | None = None  # how long the timing took, the GPU's lock held
+    phase_seconds: dict | None = None  # where: "ready" (servers start), "timed", "alone"
     bands: list | None = None  # [[limit, fraction], ...] the grading scored with
     slowest_fraction: float | None = None  # what a correct kernel slower than them earned
 
