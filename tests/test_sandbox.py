@@ -174,28 +174,6 @@ def test_writes_land_only_in_work_and_tmp(course):
     assert (course / "gradebook.db").read_text() == CANARY
 
 
-CACHE_WRITE = """
-import os, pathlib
-cache = pathlib.Path(os.environ["TRITON_CACHE_DIR"])
-print("SAW", sorted(p.name for p in cache.iterdir()) if cache.is_dir() else None)
-cache.mkdir(exist_ok=True)
-(cache / "kernel.cubin").write_text("compiled")
-"""
-
-
-def test_a_submissions_sandboxes_share_only_its_compile_cache():
-    """Does a kernel compiled in one of a submission's sandboxes reach its next sandbox
-    through the shared Triton cache, and no sandbox without that cache?"""
-    with scratch(prefix="i1-triton-") as cache:
-        first, _ = run_py(CACHE_WRITE, compile_cache=cache)
-        second, _ = run_py(CACHE_WRITE, compile_cache=cache)
-        assert (cache / "kernel.cubin").read_text() == "compiled"
-    alone, _ = run_py(CACHE_WRITE)
-    assert "SAW []" in first, first
-    assert "SAW ['kernel.cubin']" in second, second
-    assert "SAW None" in alone, alone
-
-
 CONNECT = """
 import socket, sys, time
 started = time.monotonic()

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import functools
 import os
 import threading
 from collections.abc import Sequence
@@ -35,7 +34,6 @@ if TYPE_CHECKING:
 
 from grader.grading.runner import Runner, sandboxed_copy
 from grader.grading.trusted import submission_draw
-from grader.isolation.scratch import scratch
 
 CORES_PER_EXTRA_CHILD = 8
 """Cores from which a submission's hidden checks are shared between two children: on an
@@ -69,15 +67,11 @@ class ChecksAhead:
         self._stack = contextlib.ExitStack()
         self._stack.enter_context(gpu_share())  # no other submission's timing meanwhile
         self._watch_gpu_memory()
-        # This submission's Triton cache, shared by all its sandboxes (the notebook's too):
-        # each of its kernels is compiled once, not once in each process.
-        self.compile_cache = self._stack.enter_context(scratch(prefix="i1-triton-"))
-        copies = functools.partial(sandboxed_copy, nb, draw, self.compile_cache)
-        self._runner = self._stack.enter_context(copies())
+        self._runner = self._stack.enter_context(sandboxed_copy(nb, draw))
         self._lanes = [self._runner]
         checks = list(plan)
         for _ in range(min(children, len(checks)) - 1):
-            self._lanes.append(self._stack.enter_context(copies()))
+            self._lanes.append(self._stack.enter_context(sandboxed_copy(nb, draw)))
         if torch.cuda.is_available() and timed:
             from grader.grading.gpu_timing import start_ahead
 

@@ -110,11 +110,9 @@ class SandboxedExecute(Execute):
             skipped = copy_submission(folder, work, DEFAULT_LIMITS.work_bytes)
             nbformat.write(stripped(nb), work / name)
             (work / name).chmod(0o644)
-            ahead = resources.get(AHEAD)
             run = run_sandboxed(
                 self._runner(inside(work, work / name)),
                 work=work,
-                compile_cache=getattr(ahead, "compile_cache", None),
                 timeout_s=self._wall_s(nb, resources),
                 report_limit_bytes=RESULT_LIMIT_BYTES,
                 env={

@@ -60,13 +60,10 @@ here rather than at the sum of its case timeouts."""
 
 
 @contextlib.contextmanager
-def sandboxed_copy(
-    nb: NotebookNode, draw: Draw, compile_cache: Path | None = None
-) -> Iterator[Runner]:
+def sandboxed_copy(nb: NotebookNode, draw: Draw) -> Iterator[Runner]:
     """A Runner over a scratch copy of `nb`, without its hidden regions, that sandboxed
     children see as their own folder (/work, a size-limited tmpfs when run as root); gone
-    afterwards, with every process the children started. `compile_cache`: the submission's
-    shared Triton cache (`grader.isolation.sandbox.sandboxed`), if it has one."""
+    afterwards, with every process the children started."""
     from grader.grading.hidden_regions import stripped
     from grader.isolation.cgroups import sandbox_cgroups
     from grader.isolation.sandbox import inside, sandboxed
@@ -75,7 +72,7 @@ def sandboxed_copy(
 
     with scratch() as work, sandbox_cgroups() as cgroups:
         nbformat.write(stripped(nb), work / NOTEBOOK)
-        wrap = functools.partial(sandboxed, work=work, cgroups=cgroups, compile_cache=compile_cache)
+        wrap = functools.partial(sandboxed, work=work, cgroups=cgroups)
         impl = Path(inside(work, work / NOTEBOOK))
         with Session(impl, wrap, budget_s=CHECKS_BUDGET_S) as session:
             yield Runner(work, draw, wrap, session)

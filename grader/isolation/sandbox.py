@@ -62,8 +62,6 @@ REPO = Path(__file__).resolve().parents[2]
 WORK = "/work"
 COURSE = "/course"
 HOME = "/tmp/home"
-TRITON_CACHE = "/tmp/triton"
-"""Triton's cache in the sandbox: in its /tmp, or a submission's shared compile cache."""
 REPORT_FD = "{report_fd}"
 """An argv element `run_sandboxed` replaces with the number of its report pipe."""
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
@@ -128,17 +126,13 @@ def sandboxed(
     limits: Limits = DEFAULT_LIMITS,
     cgroups: Sequence[Path] = (),
     extra: Sequence[tuple[Path, str]] = (),
-    compile_cache: Path | None = None,
 ) -> list[str]:
     """The command that runs `argv` sandboxed in `work` (seen as /work); `argv` itself, with
     a loud warning, when the instructor passed --unsafe-no-sandbox (run it in `work`).
 
     `cgroups` (from `sandbox_cgroups`) are entered before bwrap starts; without any, the
     sandbox user's RLIMIT_NPROC bounds its processes instead. `extra` binds more host
-    folders read-only, each at the path given. `compile_cache`, a scratch folder, is bound
-    writable as Triton's cache (TRITON_CACHE): the sandboxes of one submission share it, so a
-    kernel the notebook compiled is not compiled again by its checks (never share one between
-    submissions, or with anything that does not run that submission's code)."""
+    folders read-only, each at the path given."""
     if unsafe_requested():
         _say_once(
             f"WARNING: {UNSAFE_ENV}=1 ({UNSAFE_FLAG}): student code runs WITHOUT A SANDBOX and "
@@ -152,7 +146,7 @@ def sandboxed(
         *_outside(limits, cgroups),
         bwrap,
         *_namespaces(privileged),
-        *_filesystem(Path(work), gpu, limits, extra, compile_cache),
+        *_filesystem(Path(work), gpu, limits, extra),
         *_environment(env),
         "--",
         *_drop_to_sandbox_user(privileged),
@@ -243,11 +237,7 @@ class _Mounts:
 
 
 def _filesystem(
-    work: Path,
-    gpu: bool,
-    limits: Limits,
-    extra: Sequence[tuple[Path, str]] = (),
-    compile_cache: Path | None = None,
+    work: Path, gpu: bool, limits: Limits, extra: Sequence[tuple[Path, str]] = ()
 ) -> list[str]:
     """Every mount of the sandbox: system, Python, `learning/`, extras, scratch, devices."""
     mounts = _Mounts()
@@ -263,8 +253,6 @@ def _filesystem(
     mounts.tmpfs("/tmp", limits.tmp_bytes)
     mounts.tmpfs("/dev/shm", 64 * MiB)
     mounts.args += ["--perms", "1777", "--dir", HOME]
-    if compile_cache is not None:
-        mounts.add("--bind", Path(compile_cache).resolve(), TRITON_CACHE)
     mounts.add("--bind", work.resolve(), WORK)
     # After the scratch folder: a Python environment inside a folder named like it (a
     # project's .venv under /work, say) is then bound over it, not hidden by it.
@@ -328,7 +316,7 @@ def inside_env(extra: dict[str, str] | None = None) -> dict[str, str]:
         "PYTHONPATH": os.pathsep.join([COURSE, *passed_path]),
         "PYTHONNOUSERSITE": "1",
         "MPLBACKEND": "Agg",
-        "TRITON_CACHE_DIR": TRITON_CACHE,
+        "TRITON_CACHE_DIR": "/tmp/triton",
     }
     env.update({name: os.environ[name] for name in PASSED_ENV if name in os.environ})
     env.update(extra or {})
