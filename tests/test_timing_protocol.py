@@ -61,6 +61,32 @@ def test_a_wrong_checksum_earns_nothing(timed):
     assert all("checksum differs" in s["reason"] for s in record["shapes"])
 
 
+def test_an_answer_from_before_the_gate_opens_earns_nothing(timed):
+    """Is a command's seed out of reach until the parent starts its clock: an answer from
+    what the gate held before is wrong?"""
+    points, record = timed({"answers_early": True})
+    assert points == 0
+    assert all("checksum differs" in s["reason"] for s in record["shapes"])
+
+
+def test_a_function_that_cannot_queue_ahead_is_timed_from_the_gate(timed):
+    """A function that synchronises the device cannot queue its work before the gate opens:
+    is it still timed, from the opening, and does the wait before it cost it nothing?"""
+    points, record = timed({"synchronises": True})
+    assert points == 2
+    assert all(0.8 < s["ratio"] < 1.25 and not s["reason"] for s in record["shapes"])
+
+
+def test_the_gate_is_read_as_the_parent_writes_it():
+    """Do the server's side and the parent's read the gate's word the same way?"""
+    from learning.workshops.measuring import timed_calls
+
+    assert (timed_calls.SEED_BITS, timed_calls.GATE_BYTES) == (
+        timing_servers.SEED_BITS,
+        timing_servers.GATE_BYTES,
+    )
+
+
 def test_rows_that_differ_earn_nothing(timed):
     points, record = timed({"rows_byte": 64})  # each float 3.0, not 0.0
     assert points == 0
@@ -127,13 +153,13 @@ def test_the_students_server_is_stopped_between_its_calls(monkeypatch, tmp_path)
     server = timing_servers.Server(gpu_timing._server_argv(str(impl)), stoppable=True)
     try:
         server.first()
-        server.call("call 8 8 1 2")
+        server.call("call", 8, 8, 2, 1)
         stat = Path(f"/proc/{server.process.pid}/stat")
         for _ in range(100):  # a signal is delivered soon after it is sent, not at once
             if stat.read_text().rsplit(")", 1)[1].split()[0] == "T":
                 break
             time.sleep(0.01)
         assert stat.read_text().rsplit(")", 1)[1].split()[0] == "T"
-        assert len(server.call("call 8 8 2 2")[0]["sums"]) == 2  # woken for the next one
+        assert len(server.call("call", 8, 8, 2, 2)[0]["sums"]) == 2  # woken for the next one
     finally:
         server.close()

@@ -5,12 +5,14 @@ course's reference and never loads student code; the other runs the student's fu
 the submission's sandbox and never has the reference, this module or the secret. This
 process, the trusted side, owns the measurement:
 
-- it draws every timed call's input seed from the grading's draw, so each call's input is
-  fresh and unknown until the call (a replayed or cached answer is wrong);
-- it sends each seed to both servers in turn, interleaved call by call (the order swapped
-  every round), and times each call by its own clock, from command to reply; the server
-  synchronises the device before the call and before the reply, so work a call leaves
-  running counts against it;
+- it draws every timed command's input seed from the grading's draw, and gives it to a
+  server only when it starts that command's clock, through the server's gate (a page the
+  device waits on): each input is fresh and unknown until its call starts, so a replayed,
+  cached or early answer is wrong;
+- it gives each seed to both servers in turn, interleaved command by command (the order
+  swapped every round), and times each command by its own clock, from opening the gate to
+  reading the reply; the server synchronises the device before the command and before the
+  reply, so work a call leaves running counts against it;
 - it subtracts the cost of the harness around the call (drawing the input, the checksum,
   the two round trips), timed the same way on the reference's server ("null" calls);
 - it compares every call's checksum with the reference's on the same input, and some rows
@@ -49,7 +51,7 @@ from grader.grading.timing_record import (
     band,
     from_json,
 )
-from grader.grading.timing_servers import LOAD_TIMEOUT_S, Server, TimingFailed
+from grader.grading.timing_servers import LOAD_TIMEOUT_S, SEED_BITS, Server, TimingFailed
 from learning.workshops.checking.faults import (
     INTERNAL_ERROR,
     CheckerFault,
@@ -66,8 +68,8 @@ REFERENCE = Path(__file__).resolve().parents[1] / "reference.py"
 REPS = 21
 """Timed commands of each server per shape (odd: the median is one command's)."""
 CALLS = 30
-"""Calls in one timed command, back to back, each on a fresh input, queued by the host while
-the GPU holds (`timed_calls.HEAD_START_CYCLES`): the command's time is the GPU's work, not
+"""Calls in one timed command, back to back, each on a fresh input, queued by the host behind
+the command's gate before the clock starts: the command's time is the GPU's work, not
 Python's or the pipe's."""
 ALONE_REPS = 7
 """The reference's commands per shape once the student's processes are gone."""
@@ -89,7 +91,8 @@ OUT_OF_MEMORY = "out of memory"
 
 
 def _server_argv(impl: str) -> list[str]:
-    return [sys.executable, "-m", SERVER, "--impl", impl, "--reply-fd", "{reply_fd}"]
+    fds = ["--reply-fd", "{reply_fd}", "--gate-fd", "{gate_fd}"]
+    return [sys.executable, "-m", SERVER, "--impl", impl, *fds]
 
 
 def hidden_shapes(count: int = 2, key: str | None = None) -> list[tuple[int, int]]:
@@ -131,11 +134,11 @@ class Servers:
             try:
                 self.student.first()
                 for i, (rows, cols) in enumerate(self.shapes):
-                    self.student.call(f"warm {rows} {cols} {i} 2", LOAD_TIMEOUT_S)
+                    self.student.call("warm", rows, cols, 2, i, LOAD_TIMEOUT_S)
             except TimingFailed as exc:
                 self.failure = str(exc)
             for i, (rows, cols) in enumerate(self.shapes):
-                self.reference.call(f"warm {rows} {cols} {i} 2", LOAD_TIMEOUT_S)
+                self.reference.call("warm", rows, cols, 2, i, LOAD_TIMEOUT_S)
         except Exception as exc:  # the reference's side: the checker's fault
             self.failure = f"internal: {type(exc).__name__}: {exc}"
         finally:
@@ -286,17 +289,16 @@ def _time_shape(servers: Servers, rows: int, cols: int, rng: random.Random) -> d
     sampled = set(rng.sample(range(REPS), ROW_SAMPLES))
     reason = ""
     for i in range(REPS):
-        seed = rng.getrandbits(62)
-        command = f"call {rows} {cols} {seed} {CALLS}"
+        seed = rng.getrandbits(SEED_BITS)
         order = [("student", student), ("reference", reference)]
         replies = {}
         for name, server in order if i % 2 else order[::-1]:
             _other(servers, server).ask("touch")  # every command follows a context switch
-            replies[name], seconds = server.call(command)
+            replies[name], seconds = server.call("call", rows, cols, CALLS, seed)
             times[name].append(seconds)
         for name in ("null", "copy"):
             student.ask("touch")
-            times[name].append(reference.call(f"{name} {rows} {cols} {seed} {CALLS}")[1])
+            times[name].append(reference.call(name, rows, cols, CALLS, seed)[1])
         reason = reason or _checksums_differ(replies["student"], replies["reference"])
         if i in sampled and not reason:
             reason = _rows_differ(student, reference, rows, cols, rng)
@@ -357,8 +359,8 @@ def _rows_differ(student: Server, reference: Server, rows: int, cols: int, rng) 
     import numpy as np
 
     picked = " ".join(str(r) for r in rng.sample(range(rows), ROWS_PER_SAMPLE))
-    got = np.frombuffer(student.ask(f"rows {picked}")[0], dtype=np.float32)
-    want = np.frombuffer(reference.ask(f"rows {picked}")[0], dtype=np.float32)
+    got = np.frombuffer(student.ask(f"rows {picked}"), dtype=np.float32)
+    want = np.frombuffer(reference.ask(f"rows {picked}"), dtype=np.float32)
     if got.shape == want.shape and np.allclose(got, want, rtol=1e-4, atol=1e-6):
         return ""
     return "wrong output on a timed input (rows compared in full differ from the reference's)"
@@ -368,9 +370,9 @@ def _alone_ms(reference: Server, rows: int, cols: int, rng: random.Random) -> fl
     """The reference's net milliseconds a call with no process of the submission left."""
     calls, nulls = [], []
     for _ in range(ALONE_REPS):
-        seed = rng.getrandbits(62)
-        calls.append(reference.call(f"call {rows} {cols} {seed} {CALLS}")[1])
-        nulls.append(reference.call(f"null {rows} {cols} {seed} {CALLS}")[1])
+        seed = rng.getrandbits(SEED_BITS)
+        calls.append(reference.call("call", rows, cols, CALLS, seed)[1])
+        nulls.append(reference.call("null", rows, cols, CALLS, seed)[1])
     return (statistics.median(calls) - statistics.median(nulls)) * 1e3 / CALLS
 
 

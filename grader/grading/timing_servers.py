@@ -3,12 +3,15 @@ replies out (`learning.workshops.measuring.timed_calls` is the other end).
 
 A reply is read with a deadline and a bound on its size; a stoppable server (the student's)
 has every process stopped (SIGSTOP) between its commands, so nothing of the submission runs
-while the reference is timed.
+while the reference is timed. Each server has a gate of its own, a page only this process
+writes: a timed command's seed goes there when this process starts its clock.
 """
 
 from __future__ import annotations
 
+import ctypes
 import json
+import mmap
 import os
 import select
 import signal
@@ -23,6 +26,12 @@ LOAD_TIMEOUT_S = 120.0
 """Loading the definitions and compiling both kernels on the timing shapes."""
 CALL_TIMEOUT_S = 20.0
 REPLY_BYTES = 64 * 1024 * 1024
+GATE_WAIT_S = 0.2
+"""How long a timed command's work may take to be queued before the gate opens anyway: a
+function that synchronises the device cannot queue ahead, and is timed from the opening."""
+GATE_BYTES = mmap.PAGESIZE
+SEED_BITS = 31
+"""The gate's word is GENERATION << SEED_BITS | SEED (timed_calls reads it the same way)."""
 
 
 class TimingFailed(Exception):
@@ -35,17 +44,24 @@ class Server:
 
     def __init__(self, argv: list[str], stoppable: bool) -> None:
         reply_read, reply_write = os.pipe()
+        gate_fd = os.memfd_create("timing-gate")
+        os.ftruncate(gate_fd, GATE_BYTES)
+        self.gate = mmap.mmap(gate_fd, GATE_BYTES)
+        self.word = ctypes.c_int64.from_buffer(self.gate)  # one aligned 8-byte store
+        self.generation = 0
         self.log = tempfile.TemporaryFile()
+        fds = {"{reply_fd}": str(reply_write), "{gate_fd}": str(gate_fd)}
         self.process = subprocess.Popen(
-            [*argv[:-1], argv[-1].format(reply_fd=reply_write)],
+            [fds.get(word, word) for word in argv],
             stdin=subprocess.PIPE,
             stdout=self.log,
             stderr=subprocess.STDOUT,
-            pass_fds=(reply_write,),
+            pass_fds=(reply_write, gate_fd),
             env=child_env(PYTHONUNBUFFERED="1"),
             start_new_session=True,
         )
         os.close(reply_write)
+        os.close(gate_fd)
         self.replies, self.stoppable, self.stopped = reply_read, stoppable, False
         self.buffer = b""
 
@@ -79,29 +95,45 @@ class Server:
             raise TimingFailed(f"the definitions do not load ({reply.get('load_error', reply)})")
         return reply
 
-    def ask(self, words: str, timeout_s: float | None = None) -> tuple[bytes, float]:
-        """The reply to one command and the seconds from sending it to reading the reply."""
+    def ask(self, words: str) -> bytes:
+        """The reply to one untimed command (`rows`, `touch`)."""
         self.go()
         try:
-            started = time.perf_counter()
-            self.process.stdin.write((words + "\n").encode())
-            self.process.stdin.flush()
-            payload = self.read(CALL_TIMEOUT_S if timeout_s is None else timeout_s)
-            return payload, time.perf_counter() - started
-        except OSError as exc:
-            raise TimingFailed(f"the timing process ended ({exc})") from exc
+            self._send(words)
+            return self.read(CALL_TIMEOUT_S)
         finally:
             self.halt()
 
-    def call(self, words: str, timeout_s: float | None = None) -> tuple[dict, float]:
-        payload, seconds = self.ask(words, timeout_s)
+    def call(
+        self, op: str, rows: int, cols: int, count: int, seed: int, timeout_s: float = 0.0
+    ) -> tuple[dict, float]:
+        """The reply to a gated command (`call`, `warm`, `null`, `copy`) whose inputs are
+        drawn from `seed`, and the seconds from opening its gate to reading its reply."""
+        timeout_s = timeout_s or CALL_TIMEOUT_S
+        self.go()
         try:
-            reply = json.loads(payload)
-        except ValueError as exc:
-            raise TimingFailed("a timing reply was not JSON") from exc
-        if not isinstance(reply, dict) or "error" in reply:
-            raise TimingFailed(str(reply.get("error", reply) if isinstance(reply, dict) else reply))
-        return reply, seconds
+            self.generation += 1
+            self._send(f"{op} {rows} {cols} {count} {self.generation}")
+            first = self.read(timeout_s) if self._arrives(GATE_WAIT_S) else None
+            started = time.perf_counter()
+            self.word.value = self.generation << SEED_BITS | seed % (1 << SEED_BITS)
+            reply = _json(first if first is not None else self.read(timeout_s))
+            if "queued" in reply:
+                reply = _json(self.read(timeout_s))
+            return reply, time.perf_counter() - started
+        finally:
+            self.halt()
+
+    def _send(self, words: str) -> None:
+        try:
+            self.process.stdin.write((words + "\n").encode())
+            self.process.stdin.flush()
+        except OSError as exc:
+            raise TimingFailed(f"the timing process ended ({exc})") from exc
+
+    def _arrives(self, timeout_s: float) -> bool:
+        """Whether a reply has begun to arrive, waiting `timeout_s` at most."""
+        return bool(self.buffer) or bool(select.select([self.replies], [], [], timeout_s)[0])
 
     def halt(self) -> None:
         """Stop every process of a stoppable server until the next command."""
@@ -127,4 +159,17 @@ class Server:
             pass
         self.process.wait()
         os.close(self.replies)
+        del self.word  # the page is freed with the last export of it
+        self.gate.close()
         self.log.close()
+
+
+def _json(payload: bytes) -> dict:
+    """A gated command's reply; TimingFailed when it is not JSON or says the call failed."""
+    try:
+        reply = json.loads(payload)
+    except ValueError as exc:
+        raise TimingFailed("a timing reply was not JSON") from exc
+    if not isinstance(reply, dict) or "error" in reply:
+        raise TimingFailed(str(reply.get("error", reply) if isinstance(reply, dict) else reply))
+    return reply

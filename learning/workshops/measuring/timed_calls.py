@@ -3,61 +3,88 @@
 The GPU timing cell (`grader.grading.gpu_timing`) runs this module twice, never in one
 process: on the course's reference in a process of the grader's, and on the student's
 function in the submission's sandbox, where nothing of the grader exists. The parent sends
-one command per line on stdin and reads one reply per command on `--reply-fd`. It times each
-call by its own clock, from sending the command to reading the reply, so nothing measured
-here is used; what this process says is only the output's checksum, which the parent
-compares with the reference's on the same input.
+one command per line on stdin and reads the replies on `--reply-fd`. What this process says
+is only the outputs' checksums, which the parent compares with the reference's on the same
+inputs; nothing it measures is used.
 
-Every timed call draws its input fresh from the seed its command carries, after the command
-arrives: an answer computed or cached before it cannot be right. Before the call the whole
-device is synchronised, and the reply waits for the device again, so work a call leaves
-running is in its time.
+A timed command's inputs come from a seed nobody has before the parent's clock starts. The
+parent writes it to a page of its own (`--gate-fd`, mapped into the device's address space)
+when it starts that clock, after this process has queued the command's work behind a kernel
+that waits for the page (`wait_for_gate`). So the work cannot start early, the host's
+launches are not in the time, and no answer computed or cached before the command can be
+right. The reply waits for the whole device, so work a call leaves running is in its time.
 
 Commands (a word and integers):
-    call ROWS COLS SEED COUNT  COUNT timed calls back to back, each on an input drawn after
-                               the last, each output checksummed on the device (the host
-                               runs ahead of the GPU, so the GPU's work is what takes time)
-    warm ROWS COLS SEED COUNT  the same, to compile and fill caches before timing
-    null ROWS COLS SEED COUNT  the same without the function: what the parent subtracts
-    copy ROWS COLS SEED COUNT  the same with a plain device copy for the function: the roof
+    call ROWS COLS COUNT GEN   COUNT timed calls back to back, each on an input drawn after
+                               the last, each output checksummed on the device, released by
+                               the gate's generation GEN
+    warm ROWS COLS COUNT GEN   the same, to compile and fill caches before timing
+    null ROWS COLS COUNT GEN   the same without the function: what the parent subtracts
+    copy ROWS COLS COUNT GEN   the same with a plain device copy for the function: the roof
     rows I J ...               rows I, J, ... of the last call's output, as float32 bytes
     touch                      a tiny kernel, so the next command finds its context active
     quit
-A reply is its length in bytes on a line, then that many bytes: JSON, or the rows' bytes.
+A reply is its length in bytes on a line, then that many bytes: JSON, or the rows' bytes. A
+gated command has two: `{"queued": COUNT}` once its work waits for the gate, then its sums.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import mmap
 import os
 import sys
 from pathlib import Path
 
 import torch
+import triton
+import triton.language as tl
 
-HEAD_START_CYCLES = 8_000_000
-"""GPU cycles (about 4 ms on an H200) a command holds the stream before its calls, so the
-host has queued them all before the GPU starts on them: the command's time is then this
-hold plus the GPU's work, and the parent subtracts the hold with the rest of the harness.
-A process that shortened it would show a time below the physics floor."""
+GATE_BYTES = mmap.PAGESIZE
+SEED_BITS = 31
+"""The gate's one word is GEN << SEED_BITS | SEED: a generation and its seed in one store."""
+PROJECTIONS = 1 << 20
+"""The draw streams of a command's checksum vectors, above any call's."""
 ERROR_CHARS = 300
 """The most of an error's text a reply carries."""
 CHECKS = 4
 """How many random projections of the output a checksum holds."""
+BLOCK = 1024
 
 
-def draw(rows: int, cols: int, generator: torch.Generator) -> torch.Tensor:
-    """The next timed input of `generator`: a rows x cols transposed view of fresh normal
-    values."""
-    return torch.randn(cols, rows, device="cuda", generator=generator).t()
+@triton.jit(do_not_specialize=["generation"])
+def wait_for_gate(gate, seed, generation, SEED_BITS: tl.constexpr):
+    """Hold the stream until the gate's word carries `generation`; its seed goes to `seed`."""
+    word = tl.load(gate, volatile=True)
+    while (word >> SEED_BITS) != generation:
+        word = tl.load(gate, volatile=True)
+    tl.store(seed, word & ((1 << SEED_BITS) - 1))
 
 
-def projections(rows: int, cols: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+@triton.jit(do_not_specialize=["stream"])
+def _normal(out, seed, stream, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    key = tl.load(seed) * 1_000_003 + stream
+    tl.store(out + offsets, tl.randn(key, offsets), mask=offsets < n)
+
+
+def normal(shape: tuple[int, ...], seed: torch.Tensor, stream: int) -> torch.Tensor:
+    """Standard normal float32 values of `shape`, stream `stream` of the seed on the device."""
+    out = torch.empty(shape, device="cuda")
+    _normal[(triton.cdiv(out.numel(), BLOCK),)](out, seed, stream, out.numel(), BLOCK=BLOCK)
+    return out
+
+
+def draw(rows: int, cols: int, seed: torch.Tensor, call: int) -> torch.Tensor:
+    """Call `call`'s timed input: a rows x cols transposed view of fresh normal values."""
+    return normal((cols, rows), seed, call).t()
+
+
+def projections(rows: int, cols: int, seed: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """The CHECKS x rows and cols random vectors a command's checksums project on."""
-    generator = torch.Generator(device="cuda").manual_seed(seed ^ 0x5DEECE66D)
-    u = torch.randn(CHECKS, rows, device="cuda", generator=generator, dtype=torch.float64)
-    return u, torch.randn(cols, device="cuda", generator=generator)
+    u = normal((CHECKS, rows), seed, PROJECTIONS).double()
+    return u, normal((cols,), seed, PROJECTIONS + 1)
 
 
 def checksum(out: object, u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
@@ -71,6 +98,22 @@ def checksum(out: object, u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     return u @ torch.mv(out, v).double()
 
 
+class Gate:
+    """The parent's page, mapped into the device's address space: `hold` queues a wait for a
+    generation, whose seed the work queued after it reads from `seed`, on the device."""
+
+    def __init__(self, fd: int) -> None:
+        self.page = mmap.mmap(fd, GATE_BYTES)
+        self.host = torch.frombuffer(self.page, dtype=torch.int64)
+        error = torch.cuda.cudart().cudaHostRegister(self.host.data_ptr(), GATE_BYTES, 0)
+        if int(error) != 0:
+            raise RuntimeError(f"the timing gate could not be mapped for the device ({error})")
+        self.seed = torch.zeros(1, dtype=torch.int64, device="cuda")
+
+    def hold(self, generation: int) -> None:
+        wait_for_gate[(1,)](self.host, self.seed, generation, SEED_BITS=SEED_BITS)
+
+
 def _kind(value: object) -> str:
     if isinstance(value, torch.Tensor):
         return f"a {'x'.join(map(str, value.shape)) or 'scalar'} tensor"
@@ -80,8 +123,8 @@ def _kind(value: object) -> str:
 class Server:
     """Answers the parent's commands with `fn`, the function timed."""
 
-    def __init__(self, fn, reply_fd: int) -> None:
-        self.fn, self.reply_fd = fn, reply_fd
+    def __init__(self, fn, reply_fd: int, gate: Gate | None = None) -> None:
+        self.fn, self.reply_fd, self.gate = fn, reply_fd, gate
         self.last: torch.Tensor | None = None
         self.blank: dict[tuple[int, int], torch.Tensor] = {}
 
@@ -91,7 +134,7 @@ class Server:
             data = data[os.write(self.reply_fd, data) :]
 
     def answer(self, words: list[str]) -> bytes:
-        """The reply to one command."""
+        """The reply to one command (a gated command's second)."""
         op, numbers = words[0], [int(w) for w in words[1:]]
         if op == "rows":
             rows = self.last[numbers].float().contiguous().cpu()
@@ -100,16 +143,15 @@ class Server:
             torch.cuda._sleep(1)
             torch.cuda.synchronize()
             return b"{}"
-        rows, cols, seed, count = numbers
-        u, v = projections(rows, cols, seed)
-        generator = torch.Generator(device="cuda").manual_seed(seed)
+        rows, cols, count, generation = numbers
         if op == "null" and (rows, cols) not in self.blank:
             self.blank[rows, cols] = torch.zeros(rows, cols, device="cuda")
-        sums = []
         torch.cuda.synchronize()
-        torch.cuda._sleep(HEAD_START_CYCLES)
-        for _ in range(count):
-            x = draw(rows, cols, generator)
+        self.gate.hold(generation)
+        u, v = projections(rows, cols, self.gate.seed)
+        sums = []
+        for call in range(count):
+            x = draw(rows, cols, self.gate.seed, call)
             if op in ("warm", "call"):
                 out = self.fn(x, 4)
             elif op == "copy":
@@ -117,6 +159,7 @@ class Server:
             else:  # null: a tensor of the output's shape, already there
                 out = self.blank[rows, cols]
             sums.append(checksum(out, u, v))
+        self.reply(json.dumps({"queued": count}).encode())
         torch.cuda.synchronize()
         if op == "call":
             self.last = out
@@ -143,10 +186,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--impl", required=True, help="the notebook or .py file defining it")
     parser.add_argument("--function", default="strided_softmax")
     parser.add_argument("--reply-fd", type=int, required=True)
+    parser.add_argument("--gate-fd", type=int, required=True)
     args = parser.parse_args(argv)
     select_mode(verbose=False)
     server = Server(None, args.reply_fd)
     try:
+        server.gate = Gate(args.gate_fd)
         server.fn = load_function(Path(args.impl), args.function)
     except (LoadError, Exception) as exc:  # the parent reads it as the first reply
         text = " ".join(f"{type(exc).__name__}: {exc}".split())[:ERROR_CHARS]
