@@ -184,13 +184,14 @@ class _Names:
 
 
 _PATCH_LANG = _interpreter._patch_lang
+_LANG = SimpleNamespace(scope=None)
+"""`tl` patched for the interpreter, once for the process (`_patch_lang`)."""
 _BUILTINS: dict[int, list[tuple[str, object]]] = {}
 
 
 def _patch_builtin(pkg, *args) -> None:
     """Triton's swap of a package's builtins for ones the interpreter runs, with the builtins
-    listed once per package: Triton lists them again on every launch (`inspect.getmembers`
-    of `tl`, `tl.math` and the tensor class, about 1.7 ms, a quarter of a check's time)."""
+    listed once per package (`inspect.getmembers` of it)."""
     members = _BUILTINS.get(id(pkg))
     if members is None:
         found = inspect.getmembers(pkg)
@@ -200,9 +201,13 @@ def _patch_builtin(pkg, *args) -> None:
 
 
 def _patch_lang(fn):
-    """Triton's own patching of `tl` for a kernel, then its globals that are `tl` builtins
-    under another name (swapped in the same scope, so the launch puts them back)."""
-    scope = _PATCH_LANG(fn)
+    """Triton's patching of `tl` for the interpreter, done once and kept (Triton patches
+    about 300 functions and puts them back around every launch, about 1.7 ms a launch and a
+    third of a check's time; before Triton 3.4 it kept them too), then the kernel's globals
+    that are `tl` builtins under another name, swapped for this launch only."""
+    if _LANG.scope is None:
+        _LANG.scope = _PATCH_LANG(SimpleNamespace(__globals__={"tl": tl, "core": tl.core}))
+    scope = _interpreter._LangPatchScope()
     names = _Names(fn.__globals__)
     for name, value in list(fn.__globals__.items()):
         if tl.core.is_builtin(value):  # `tl`'s own are swapped by now: these are aliases
