@@ -32,6 +32,7 @@ from learning.workshops.measuring.results import (
     FORWARD,
     LAYOUT_AWARE,
     OPTIONAL_VARIANTS,
+    TORCH_COMPILE,
     VARIANTS,
     Results,
     ResultsError,
@@ -279,10 +280,32 @@ def test_layout_aware_variant_gets_the_view_and_its_num_warps():
 
 
 def test_results_accept_every_variant_timed_with_another_softmax():
-    """Are the variants timed with another softmax, and the roof, exactly those the forward's
-    results accept?"""
-    timed = {v.name for v in softmax_variants(lambda *a: None, [4], "transpose", lambda *a: 0)}
+    """Are the variants timed with another softmax and torch.compile's, and the roof, exactly
+    those the forward's results accept?"""
+    variants = softmax_variants(lambda *a: None, [4], "transpose", lambda *a: 0, compiled=True)
+    timed = {v.name for v in variants}
     assert timed | {"roof"} == set(VARIANTS[FORWARD] + OPTIONAL_VARIANTS[FORWARD])
+
+
+def test_torch_compile_is_timed_last_and_only_when_asked():
+    """With `compiled`, is torch.compile's softmax timed once, after torch.softmax, and never
+    without it?"""
+
+    def names(compiled: bool) -> list[tuple[str, int | None]]:
+        found = softmax_variants(lambda x, w: x, [4], "transpose", compiled=compiled)
+        return [(v.name, v.num_warps) for v in found]
+
+    assert names(True) == [*names(False), (TORCH_COMPILE, None)]
+    assert TORCH_COMPILE not in {name for name, _ in names(False)}
+
+
+def test_torch_compile_with_the_backward_exits_two_with_one_line(tmp_path, capsys):
+    """Is --torch-compile with --op strided_softmax_backward one usage line, exit 2?"""
+    args = ["--op", BACKWARD, "--output", str(tmp_path / "b.json"), "--torch-compile"]
+    code, _, err = run_main(capsys, *args)
+    assert code == 2
+    assert err.startswith("benchmark: --torch-compile times torch.compile's strided_softmax")
+    assert len(err.strip().splitlines()) == 1
 
 
 def test_run_benchmark_refuses_another_backward():
@@ -613,6 +636,22 @@ def test_layout_aware_variant_is_timed_beside_the_others(tmp_path, capsys):
     layouts, modes = ("transpose", "contiguous"), ("cold", "warm")
     assert aware == {(lay, m, w) for lay in layouts for m in modes for w in (4, 8)}
     assert f"Wrote {20 + len(aware)} rows to {output}." in out
+    assert all(r.checked and r.samples == 5 for r in run.rows)
+
+
+@pytest.mark.gpu
+@needs_cuda
+def test_torch_compile_is_timed_beside_the_others(tmp_path, capsys):
+    """With --torch-compile, is torch.compile's softmax checked and written once per layout
+    and mode, beside the kernel, with no file named for it?"""
+    output = tmp_path / "i1.json"
+    code, out, err = run_main(capsys, *bench_args(REFERENCE, output, *SMALL, "--torch-compile"))
+    assert code == 0, err
+    run = load(output)
+    peers = {(r.layout, r.mode, r.num_warps) for r in run.rows if r.variant == TORCH_COMPILE}
+    layouts, modes = ("transpose", "contiguous"), ("cold", "warm")
+    assert peers == {(lay, m, None) for lay in layouts for m in modes}
+    assert run.variant_impls == {} and f"Wrote {20 + len(peers)} rows to {output}." in out
     assert all(r.checked and r.samples == 5 for r in run.rows)
 
 

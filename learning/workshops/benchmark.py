@@ -3,13 +3,14 @@
     python -m learning.workshops.benchmark --op strided_softmax --output results/local/i1.json
     python -m learning.workshops.benchmark --op strided_softmax_backward --output backward.json
     python -m learning.workshops.benchmark --op strided_softmax --variants grader/beyond.py \
-        --output results/local/beyond.json
+        --torch-compile --output results/local/beyond.json
 
 For each shape, layout and mode the variants run interleaved call by call (`timing`), then
 every timed output is checked against a float64 result, and again on fresh inputs: a wrong
 kernel's time means nothing. The backward, `strided_softmax_backward(y, dy, num_warps)`, gets
 y (a row softmax) and dy as views of one layout and is timed against PyTorch's own softmax
-backward. `--variants FILE` times that file's strided_softmax too, as `layout-aware`, in the
+backward. `--variants FILE` times that file's strided_softmax too, as `layout-aware`, and
+`--torch-compile` times torch.softmax compiled by torch.compile, as `torch_compile`, in the
 same interleaved run. Exit status: 0 when results were written, 1 when a variant failed its
 check, 2 for a usage error or a machine without a CUDA device.
 """
@@ -41,6 +42,7 @@ from learning.workshops.measuring.results import (
     LAYOUT_AWARE,
     LAYOUTS,
     OPTIONAL_VARIANTS,
+    TORCH_COMPILE,
     Results,
     Row,
 )
@@ -139,17 +141,36 @@ def make_backward_inputs(
 
 
 def softmax_variants(
-    fn: Kernel, warps: Sequence[int], layout: str, extra: Kernel | None = None
+    fn: Kernel,
+    warps: Sequence[int],
+    layout: str,
+    extra: Kernel | None = None,
+    compiled: bool = False,
 ) -> list[Variant]:
     """`direct` and `copy` for each num_warps, then `layout-aware` (`extra` on the view) for
-    each when given, then torch.softmax; no `copy` when contiguous."""
+    each when given, then torch.softmax, and torch.compile's when `compiled`; no `copy` when
+    contiguous."""
     found = [Variant("direct", w, lambda x, w=w: fn(x, w)) for w in warps]
     if layout != "contiguous":  # there x.contiguous() is x itself: nothing to compare
         found += [Variant("copy", w, lambda x, w=w: fn(x.contiguous(), w)) for w in warps]
     if extra is not None:
         found += [Variant(LAYOUT_AWARE, w, lambda x, w=w: extra(x, w)) for w in warps]
     found.append(Variant("torch_softmax", None, partial(torch.softmax, dim=1)))
+    if compiled:
+        found.append(Variant(TORCH_COMPILE, None, compiled_softmax()))
     return found
+
+
+def _row_softmax(x: torch.Tensor) -> torch.Tensor:
+    return torch.softmax(x, dim=1)
+
+
+def compiled_softmax() -> Callable[[torch.Tensor], torch.Tensor]:
+    """torch.softmax over rows, compiled afresh for one configuration's shape and strides
+    (its first call compiles; Dynamo's caches are cleared first, so no earlier shape's
+    kernel, nor its limit on recompiles, is in the way)."""
+    torch._dynamo.reset()
+    return torch.compile(_row_softmax, dynamic=False)
 
 
 def torch_softmax_backward(y: torch.Tensor, dy: torch.Tensor) -> torch.Tensor:
@@ -293,13 +314,17 @@ def time_config(
     dtype: torch.dtype,
     reps: int,
     extra: Kernel | None = None,
+    compiled: bool = False,
 ) -> list[Row]:
     """Time every variant of one configuration interleaved, then check what each returned;
-    `extra`, another implementation of a softmax, joins them as `layout-aware`."""
+    `extra`, another implementation of a softmax, joins them as `layout-aware`, and with
+    `compiled` torch.compile's softmax as `torch_compile`."""
     device = contracts.default_device()
     timed_op = TIMED_OPS[op]
     inputs = timed_op.make_inputs(config.rows, config.cols, config.layout, dtype, device)
     extras = {} if extra is None else {"extra": extra}
+    if compiled:
+        extras["compiled"] = True
     variants = timed_op.variants(fn, warps, config.layout, **extras)
     outputs = {v.label: call(v, inputs, config) for v in variants}  # compiles, names a crash
     src = torch.randn(config.rows * config.cols, dtype=dtype, device=device)
@@ -341,13 +366,14 @@ def run_benchmark(
     progress: bool = True,
     op: str = FORWARD,
     extra: Kernel | None = None,
+    compiled: bool = False,
 ) -> list[Row]:
     """Time and check `fn` in every configuration, one checked row per variant: `fn(x,
     num_warps)` for the softmax, `fn(y, dy, num_warps)` for op="strided_softmax_backward".
     `extra(x, num_warps)`, another softmax (e.g. grader/beyond.py's), is timed beside it as
-    `layout-aware`."""
-    if extra is not None and not OPTIONAL_VARIANTS[op]:
-        raise ValueError(f"{op} has no optional variant to time `extra` as; pass extra=None.")
+    `layout-aware`, and with `compiled` torch.compile's softmax as `torch_compile`."""
+    if (extra is not None or compiled) and not OPTIONAL_VARIANTS[op]:
+        raise ValueError(f"{op} has no optional variants; pass extra=None, compiled=False.")
     require_gpu_timing()
     dtype = DTYPES[dtype] if isinstance(dtype, str) else dtype
     configs = [
@@ -358,7 +384,7 @@ def run_benchmark(
     with bar:  # closed on failure too, so a message after it starts on its own line
         for config in bar:
             bar.set_postfix_str(str(config))
-            rows += time_config(op, fn, config, warps, dtype, reps, extra)
+            rows += time_config(op, fn, config, warps, dtype, reps, extra, compiled)
     return rows
 
 
@@ -451,6 +477,12 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"another .py file or notebook whose {FORWARD} is timed beside yours, as "
         f"{LAYOUT_AWARE} (e.g. grader/beyond.py; --op {FORWARD} only)",
     )
+    p.add_argument(
+        "--torch-compile",
+        action="store_true",
+        help=f"time torch.softmax compiled by torch.compile beside yours, as {TORCH_COMPILE} "
+        f"(--op {FORWARD} only)",
+    )
     shapes = ",".join(f"{m}x{n}" for m, n in DEFAULT_SHAPES)
     p.add_argument("--shapes", default=shapes, help="logical shapes ROWSxCOLS (%(default)s)")
     warps = ",".join(map(str, DEFAULT_WARPS))
@@ -474,6 +506,7 @@ class Options:
     output: Path
     impl: str | None
     variants: Path | None
+    torch_compile: bool
     shapes: list[tuple[int, int]]
     warps: list[int]
     modes: list[str]
@@ -499,6 +532,7 @@ def parse_options(argv: Sequence[str] | None) -> Options:
         output=args.output,
         impl=args.impl,
         variants=variants_file(args.variants, args.op),
+        torch_compile=compile_peer(args.torch_compile, args.op),
         shapes=parse_shapes(args.shapes),
         warps=parse_warps(args.warps),
         modes=parse_choices(args.modes, timing.MODES, "--modes"),
@@ -527,6 +561,16 @@ def variants_file(text: str | None, op: str) -> Path | None:
     if path.suffix not in (".py", ".ipynb"):
         raise UsageError(f"--variants {text}: expected a .py file or a notebook (.ipynb).")
     return path
+
+
+def compile_peer(asked: bool, op: str) -> bool:
+    """Whether to time torch.compile's softmax; UsageError when asked for beside another op."""
+    if asked and op != FORWARD:
+        raise UsageError(
+            f"--torch-compile times torch.compile's {FORWARD} beside yours, so it needs "
+            f"--op {FORWARD}; drop it for --op {op}."
+        )
+    return asked
 
 
 def load_variant(path: Path) -> Kernel:
@@ -578,6 +622,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             options.reps,
             op=options.op,
             extra=extra,
+            compiled=options.torch_compile,
         )
     except BenchmarkFailure as exc:
         print(f"benchmark: {exc}", file=sys.stderr)

@@ -29,6 +29,7 @@ from learning.workshops.measuring.results import (
     FORWARD,
     LAYOUT_AWARE,
     LAYOUTS,
+    TORCH_COMPILE,
     Results,
     ResultsError,
     Row,
@@ -77,8 +78,16 @@ OPTIONAL_BARS = (
         "layout-aware kernel\non the transpose",
         "#b279a2",
     ),
+    Bar(
+        f"{TORCH_COMPILE}-transpose",
+        TORCH_COMPILE,
+        "transpose",
+        "torch.compile\non the transpose",
+        "#72b7b2",
+    ),
 )
-"""Bars drawn after LAYOUT_BARS only when the file has their rows (a run with --variants)."""
+"""Bars drawn after LAYOUT_BARS only when the file has their rows (a run with --variants or
+--torch-compile)."""
 
 WARP_GROUPS = (
     ("direct", "transpose"),

@@ -24,10 +24,13 @@ same view; torch: PyTorch's softmax backward (torch._softmax_backward_data) on t
 roof: a plain device copy of a contiguous tensor of one input's size, the bandwidth to compare
 against."""
 LAYOUT_AWARE = "layout-aware"
-OPTIONAL_VARIANTS = {FORWARD: (LAYOUT_AWARE,), BACKWARD: ()}
+TORCH_COMPILE = "torch_compile"
+OPTIONAL_VARIANTS = {FORWARD: (LAYOUT_AWARE, TORCH_COMPILE), BACKWARD: ()}
 """Variants timed only when asked for, beside those of `VARIANTS`. layout-aware: another file's
 strided_softmax on the same view for each num_warps (`benchmark --variants FILE`, e.g.
-grader/beyond.py, which tiles by the view's strides); `Results.variant_impls` names the file."""
+grader/beyond.py, which tiles by the view's strides); `Results.variant_impls` names the file.
+torch_compile: torch.softmax compiled by torch.compile (Inductor's Triton kernel, generated for
+the view's strides) on the same view, the peer a user would reach for (`--torch-compile`)."""
 LAYOUTS = ("transpose", "contiguous")
 H200_SAMPLE = Path(__file__).with_name("data") / "h200_i1.json"
 """A run of the reference on an NVIDIA H200, for students without a GPU (its note says when)."""
