@@ -15,6 +15,7 @@ whatever the kernel printed or raised in a test cell cannot change its score, an
 from __future__ import annotations
 
 import contextlib
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -126,7 +127,11 @@ class GradeHiddenCells(NbGraderPreprocessor):
         with contextlib.ExitStack() as stack:
             if ahead is not None:
                 stack.callback(ahead.close)
+                waited = time.monotonic()
                 runner = ahead.runner()
+                if log:
+                    waited = time.monotonic() - waited
+                    log.say(f"the checks beside the notebook were done {waited:.1f} s after it")
             else:
                 draw = submission_draw(resources, course_root(self.config))
                 runner = stack.enter_context(sandboxed_copy(nb, draw))
