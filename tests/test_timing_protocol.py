@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
 import grader.grading.gpu_timing as gpu_timing
 from grader.grading import timing_record, timing_servers
@@ -161,5 +162,28 @@ def test_the_students_server_is_stopped_between_its_calls(monkeypatch, tmp_path)
             time.sleep(0.01)
         assert stat.read_text().rsplit(")", 1)[1].split()[0] == "T"
         assert len(server.call("call", 8, 8, 2, 2)[0]["sums"]) == 2  # woken for the next one
+    finally:
+        server.close()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_the_real_server_holds_its_work_until_the_gate_opens():
+    """On a GPU, does the real server's work wait for the gate (queued, then no reply until
+    the parent writes the seed), with the same seed giving the same sums and another seed
+    others?"""
+    argv = gpu_timing._server_argv(str(gpu_timing.REFERENCE))
+    server = timing_servers.Server(argv, stoppable=False)
+    try:
+        server.first()
+        server.call("warm", 256, 128, 2, 1, timing_servers.LOAD_TIMEOUT_S)
+        server.generation += 1
+        server._send(f"call 256 128 2 {server.generation}")
+        assert json.loads(server.read(30)) == {"queued": 2}
+        assert not server._arrives(0.5)  # the device waits on the gate
+        server.word.value = server.generation << timing_servers.SEED_BITS | 5
+        sums = json.loads(server.read(30))["sums"]
+        assert sums == server.call("call", 256, 128, 2, 5)[0]["sums"]
+        assert sums != server.call("call", 256, 128, 2, 6)[0]["sums"]
     finally:
         server.close()
