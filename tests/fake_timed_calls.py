@@ -4,8 +4,8 @@ It speaks the same protocol with no GPU, its gate polled by the host: its `--imp
 file of how it behaves (the milliseconds each command sleeps, whether its checksums or rows
 are off, whether it loads, answers, answers with a length it never sends, or waits for the
 gate before it says its work is queued, as a function that synchronises must, or answers
-from what the gate held before the command), so the trusted
-side's judging can be tested without CUDA. Its checksums are its seed's: the gate's seed.
+from what the gate held before the command), so the trusted side's judging can be tested
+without CUDA. Its checksums are its seed's: the gate's seed.
 """
 
 from __future__ import annotations

@@ -78,16 +78,6 @@ def test_a_function_that_cannot_queue_ahead_is_timed_from_the_gate(timed):
     assert all(0.8 < s["ratio"] < 1.25 and not s["reason"] for s in record["shapes"])
 
 
-def test_the_gate_is_read_as_the_parent_writes_it():
-    """Do the server's side and the parent's read the gate's word the same way?"""
-    from learning.workshops.measuring import timed_calls
-
-    assert (timed_calls.SEED_BITS, timed_calls.GATE_BYTES) == (
-        timing_servers.SEED_BITS,
-        timing_servers.GATE_BYTES,
-    )
-
-
 def test_rows_that_differ_earn_nothing(timed):
     points, record = timed({"rows_byte": 64})  # each float 3.0, not 0.0
     assert points == 0

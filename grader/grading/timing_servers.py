@@ -21,6 +21,7 @@ import time
 
 from grader.isolation.cpu_share import signal_tree
 from learning.workshops.checking.child import child_env
+from learning.workshops.measuring.timed_calls import GATE_BYTES, SEED_BITS
 
 LOAD_TIMEOUT_S = 120.0
 """Loading the definitions and compiling both kernels on the timing shapes."""
@@ -29,9 +30,6 @@ REPLY_BYTES = 64 * 1024 * 1024
 GATE_WAIT_S = 0.2
 """How long a timed command's work may take to be queued before the gate opens anyway: a
 function that synchronises the device cannot queue ahead, and is timed from the opening."""
-GATE_BYTES = mmap.PAGESIZE
-SEED_BITS = 31
-"""The gate's word is GENERATION << SEED_BITS | SEED (timed_calls reads it the same way)."""
 
 
 class TimingFailed(Exception):

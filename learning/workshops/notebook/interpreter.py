@@ -29,7 +29,6 @@ themselves run there fine:
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable
 from types import SimpleNamespace
 
@@ -186,18 +185,6 @@ class _Names:
 _PATCH_LANG = _interpreter._patch_lang
 _LANG = SimpleNamespace(scope=None)
 """`tl` patched for the interpreter, once for the process (`_patch_lang`)."""
-_BUILTINS: dict[int, list[tuple[str, object]]] = {}
-
-
-def _patch_builtin(pkg, *args) -> None:
-    """Triton's swap of a package's builtins for ones the interpreter runs, with the builtins
-    listed once per package (`inspect.getmembers` of it)."""
-    members = _BUILTINS.get(id(pkg))
-    if members is None:
-        found = inspect.getmembers(pkg)
-        members = _BUILTINS[id(pkg)] = [(n, m) for n, m in found if tl.core.is_builtin(m)]
-    for name, member in members:
-        _interpreter._patch_attr(pkg, name, member, *args)
 
 
 def _patch_lang(fn):
@@ -370,6 +357,5 @@ def install() -> None:
     _interpreter.InterpreterBuilder.set_grid_dim = _set_grid_dim
     _interpreter._patch_lang_core = _patch_lang_core
     _interpreter._patch_lang = _patch_lang
-    _interpreter._patch_builtin = _patch_builtin
     first_configs()
     _install_bf16()
