@@ -281,3 +281,30 @@ def test_a_neighbour_on_the_gpu_costs_no_timing_points(tmp_path):
     sidecar = root / "autograded" / "honest" / course.ASSIGNMENT / "i1_timing.json"
     print(json.loads(sidecar.read_text()))
     assert scores[("honest", "hidden_timing")] == 2
+
+
+def test_a_check_compiles_a_kernel_once_whatever_its_strides(monkeypatch):
+    """In a check's process (`one_compile_per_shape`), do a stride of 1, of 16 and of 17 and a
+    pointer one element in share one compile, with the right values from each?"""
+    import triton
+    import triton.language as tl
+    from triton.runtime import jit
+
+    from learning.workshops.notebook.interpreter import one_compile_per_shape
+
+    monkeypatch.setattr(jit.JITFunction, "create_binder", jit.JITFunction.create_binder)
+    one_compile_per_shape()
+
+    @triton.jit
+    def every_nth(X, Y, step, BLOCK: tl.constexpr):
+        i = tl.arange(0, BLOCK)
+        tl.store(Y + i, tl.load(X + i * step))
+
+    storage = torch.arange(4096.0, device="cuda")
+    for step, shift in ((1, 0), (16, 0), (17, 0), (17, 1)):
+        x = storage[shift:]
+        y = torch.empty(64, device="cuda")
+        every_nth[(1,)](x, y, step, BLOCK=64)
+        assert torch.equal(y, x[: 64 * step : step])
+    compiled = every_nth.device_caches[torch.cuda.current_device()][0]
+    assert len(compiled) == 1, list(compiled)

@@ -157,3 +157,9 @@ def test_checks_shared_between_two_children_run_as_in_one():
     }
     assert not all(passed for _, passed in verdicts[2]["strided_softmax"])
     assert verdicts[2]["address_table"] is True
+
+
+def test_children_follow_the_cores():
+    """One child per 4 cores shares a submission's checks, at least one and at most three."""
+    cores = (1, 2, 4, 8, 12, 16, 128)
+    assert [checks_ahead.default_children(c) for c in cores] == [1, 1, 1, 2, 3, 3, 3]

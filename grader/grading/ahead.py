@@ -35,10 +35,19 @@ if TYPE_CHECKING:
 from grader.grading.runner import Runner, sandboxed_copy
 from grader.grading.trusted import submission_draw
 
-CORES_PER_EXTRA_CHILD = 8
-"""Cores from which a submission's hidden checks are shared between two children: on an
-H200 host (16 cores) they took 17 s in one child beside a 14 s notebook; on 2 cores a second
-child would only take the notebook's time."""
+CORES_PER_CHILD = 4
+"""Cores per child sharing a submission's hidden checks, up to MOST_CHILDREN. On an H200 host
+(16 cores), each kernel compiled once per shape (`one_compile_per_shape`), a submission took
+10-14 s with 3 children (its checks done 0.9-1.5 s after its notebook) and 11-13 s with 4; on
+2 cores a second child would only take the notebook's time."""
+MOST_CHILDREN = 3
+
+
+def default_children(cores: int) -> int:
+    """How many children share a submission's hidden checks on a machine of `cores` cores."""
+    return min(MOST_CHILDREN, max(1, cores // CORES_PER_CHILD))
+
+
 RUN_AHEAD = {"expect_hidden": "hidden_run", "expect_address_table": "function_run"}
 """The checks run ahead (by the Runner method that runs each); the worksheet needs no
 child, and the timing waits for the notebook (it must have the GPU to itself)."""
@@ -173,11 +182,10 @@ class StartChecksAhead(NbGraderPreprocessor):
     `SandboxedExecute` refuses to grade."""
 
     children = Integer(
-        default_value=2 if (os.cpu_count() or 1) >= CORES_PER_EXTRA_CHILD else 1,
+        default_value=default_children(os.cpu_count() or 1),
         help="Sandboxed children that share a submission's hidden checks while its notebook "
         "runs. Each more child costs a Python with torch (and a CUDA context) but runs its "
-        f"share at the same time: 2 on machines with {CORES_PER_EXTRA_CHILD} cores or more, "
-        "else 1.",
+        f"share at the same time: one per {CORES_PER_CHILD} cores, at most {MOST_CHILDREN}.",
     ).tag(config=True)
 
     def preprocess(self, nb: NotebookNode, resources: dict):

@@ -53,9 +53,10 @@ def serve(impl: Path, jobs, emit: Callable[..., None]) -> None:
 
     mode = select_mode(verbose=False)
     from learning.workshops.checking.loader import LoadError, function_in, load_module
-    from learning.workshops.notebook.interpreter import first_configs
+    from learning.workshops.notebook.interpreter import first_configs, one_compile_per_shape
 
     first_configs()  # autotuned kernels: the first config, on a GPU as in the interpreter
+    one_compile_per_shape()
 
     try:
         module = load_module(impl)

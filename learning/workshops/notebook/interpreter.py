@@ -29,6 +29,7 @@ themselves run there fine:
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from types import SimpleNamespace
 
@@ -36,6 +37,7 @@ import numpy as np
 import triton.language as tl
 from triton.runtime import autotuner as _autotuner
 from triton.runtime import interpreter as _interpreter
+from triton.runtime import jit as _jit
 
 NOTES: list[str] = []
 """What the interpreter did differently from a GPU, once per kernel, for reports."""
@@ -110,6 +112,28 @@ def first_configs() -> None:
     checked in seconds, not minutes. Only the check's processes call it: timing stays real."""
     _autotuner.Autotuner._bench = _first_config
     _autotuner.Autotuner.check_disk_cache = _no_disk_cache
+
+
+_CREATE_BINDER = _jit.JITFunction.create_binder
+
+
+def _unspecialized_binder(kernel):
+    for param in kernel.params:
+        if not param.is_constexpr:
+            param.do_not_specialize = param.do_not_specialize_on_alignment = True
+    return _CREATE_BINDER(kernel)
+
+
+def one_compile_per_shape() -> None:
+    """Compile each kernel once per set of constexprs and dtypes, not again for every class
+    of integer value (1, a multiple of 16, other) and pointer alignment the arguments fall in
+    (idempotent). A check's cases come with random strides and offsets, so on a GPU most
+    cases were a compile of their own: the solution's hidden cases took 107 compiles and
+    10.6 s on the H200 host, and 81 compiles and 6.2 s without these classes. Specializing
+    changes how fast the code runs, never what it computes (a check's processes call this;
+    the timing and the student's own runs keep specializing). The interpreter compiles
+    nothing and never specialized."""
+    _jit.JITFunction.create_binder = _unspecialized_binder
 
 
 def _tensor_range(arg1, arg2=None, step=None, **options):
@@ -359,3 +383,16 @@ def install() -> None:
     _interpreter._patch_lang = _patch_lang
     first_configs()
     _install_bf16()
+    _skip_unasserted_overflow_checks()
+
+
+def _skip_unasserted_overflow_checks() -> None:
+    """Build no integer-overflow checks that nothing asserts. With `sanitize_overflow` on,
+    every int32 `+`, `-` and `*` is done again in int64 and compared with int32's bounds for a
+    `device_assert`, which does nothing unless the options ask for `debug`, as the
+    interpreter's never do (a compiled kernel drops the same checks unless built for debug).
+    The values are the same either way; the checks were a third of a case's time."""
+    builder = _interpreter.interpreter_builder
+    options = getattr(builder, "options", None)
+    if options is not None and not options.debug and options.sanitize_overflow:
+        builder.options = dataclasses.replace(options, sanitize_overflow=False)
