@@ -15,6 +15,9 @@ if [ -d .whl ] && ! python3 -c 'import nbgrader' 2>/dev/null; then
   export PYTHONPATH=/tmp/site:$PYTHONPATH PATH=/tmp/site/bin:$PATH
   python3 -m ipykernel install --user --name python3 >/dev/null
 fi
+# Every grading process imports torch: from bytecode written once here, not from source each
+# time where Python writes none itself (scripts/compile_bytecode.py says why).
+python3 scripts/compile_bytecode.py
 if ! command -v bwrap >/dev/null && compgen -G ".debs/bubblewrap_*.deb" >/dev/null; then
   # grading is sandboxed: bubblewrap from the Debian package carried in .debs/
   dpkg -x .debs/bubblewrap_*.deb /tmp/bwrap && export PATH=/tmp/bwrap/usr/bin:$PATH
