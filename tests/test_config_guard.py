@@ -92,3 +92,22 @@ def test_sandboxed_execute_refuses_without_the_secret(root, monkeypatch):
         execute.SandboxedExecute(config=config).preprocess(nbformat.v4.new_notebook(), resources)
     record = read_record(root, "a1", "ada")
     assert record.cause.startswith("no course secret")
+
+
+def test_a_python_that_would_compile_torch_each_time_is_named(monkeypatch, tmp_path):
+    """Writing no bytecode over a torch installed without any, is the instructor told the one
+    command that compiles it, and told nothing where torch has its bytecode?"""
+    import importlib.util
+    import sys
+
+    compiled = tmp_path / "__init__.cpython.pyc"
+    compiled.write_bytes(b"")
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    monkeypatch.setattr(importlib.util, "cache_from_source", lambda _: str(compiled))
+    assert readiness.torch_bytecode_note() is None
+    compiled.unlink()
+    note = readiness.torch_bytecode_note()
+    packages = Path(importlib.util.find_spec("torch").origin).parent.parent
+    assert note.endswith(f"python -m compileall -q -j 0 {packages}")
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    assert readiness.torch_bytecode_note() is None

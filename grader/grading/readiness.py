@@ -1,11 +1,14 @@
 """What must hold before any grading starts: the course's config grades through the
 sandbox, the course has a secret, and bubblewrap runs here, unless the instructor passed
 `--unsafe-no-sandbox`. The grader's commands (`course`, `parallel`, `demo`, `recheck`)
-call `ready_to_grade` first; each refusal says what to do."""
+call `ready_to_grade` first; each refusal says what to do. It also notes, without refusing,
+a Python that would import torch from source in every grading process."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import sys
 from pathlib import Path
 
 from grader.isolation.sandbox import (
@@ -43,6 +46,26 @@ def ready_to_grade(root: Path, unsafe: bool = False) -> None:
         os.environ[UNSAFE_ENV] = "1"
     if not unsafe_requested():
         require_bwrap()
+    note = torch_bytecode_note()
+    if note:
+        print(note, file=sys.stderr)
+
+
+def torch_bytecode_note() -> str | None:
+    """A line for the instructor when this Python writes no bytecode (PYTHONDONTWRITEBYTECODE)
+    and torch was installed without it: every grading process (a submission starts about
+    five) then compiles torch from source, 4-5 s each on the H200 host. None otherwise."""
+    spec = importlib.util.find_spec("torch")
+    if not sys.dont_write_bytecode or spec is None or spec.origin is None:
+        return None
+    if Path(importlib.util.cache_from_source(spec.origin)).exists():
+        return None
+    packages = Path(spec.origin).parent.parent
+    return (
+        "note: this Python writes no bytecode (PYTHONDONTWRITEBYTECODE) and torch has none, so "
+        "every grading process compiles torch from source, seconds each; compile it once: "
+        f"python -m compileall -q -j 0 {packages}"
+    )
 
 
 def require_course_config(root: Path) -> None:
