@@ -29,8 +29,9 @@ THROUGH_THE_CLI = [
     if b.hint in IN_A_CHILD or b.name in ("ignores-column-stride", "torch-softmax", "copies-first")
 ]
 """Bugs checked through `check`'s child process as students run it: those only a child can
-show, and three whose hints rest on what the child reports (values, the kernel launched, the
-copy); every other bug is checked in this process, below, by the same cases and rules."""
+show, and one each of wrong values, no kernel and a copy, so the student's own path is held
+for the commonest hints too (in process they get the same ones); every other bug is checked
+in this process, below, by the same cases and rules."""
 IN_PROCESS = [b for b in CHECKED if b not in THROUGH_THE_CLI]
 
 
