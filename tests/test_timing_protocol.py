@@ -25,6 +25,7 @@ scheduling noise."""
 def timed(monkeypatch, tmp_path):
     """timing_points of a fake student (`how`) against a fake reference: points, record."""
     monkeypatch.setattr(gpu_timing, "SERVER", "tests.fake_timed_calls")
+    monkeypatch.setattr(timing_servers, "SPIN_S", 0.0)  # polling costs CPU here, not time
     monkeypatch.setattr(gpu_timing, "require_cuda", lambda: None)
     monkeypatch.setattr(gpu_timing, "_versions", lambda: {"torch": "fake"})
     monkeypatch.setattr(gpu_timing, "REPS", 5)

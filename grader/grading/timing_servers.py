@@ -30,6 +30,8 @@ REPLY_BYTES = 64 * 1024 * 1024
 GATE_WAIT_S = 0.2
 """How long a timed command's work may take to be queued before the gate opens anyway: a
 function that synchronises the device cannot queue ahead, and is timed from the opening."""
+SPIN_S = 1.0
+"""How long a timed reply is waited for by polling before this process sleeps for it."""
 
 
 class TimingFailed(Exception):
@@ -63,9 +65,13 @@ class Server:
         self.replies, self.stoppable, self.stopped = reply_read, stoppable, False
         self.buffer = b""
 
-    def read(self, timeout_s: float) -> bytes:
-        """One reply; TimingFailed when none comes in `timeout_s` or it is malformed."""
+    def read(self, timeout_s: float, spin: bool = False) -> bytes:
+        """One reply; TimingFailed when none comes in `timeout_s` or it is malformed. With
+        `spin`, wait for its first bytes by polling (SPIN_S at most), not asleep: a timed
+        reply is read when it comes, not when the scheduler wakes this process."""
         deadline = time.monotonic() + timeout_s
+        if spin and not self.buffer:
+            self._spin(min(deadline, time.monotonic() + SPIN_S))
         while b"\n" not in self.buffer:
             self._fill(deadline)
         head, self.buffer = self.buffer.split(b"\n", 1)
@@ -85,6 +91,10 @@ class Server:
         if not chunk:
             raise TimingFailed(f"the timing process ended ({self.cause()})")
         self.buffer += chunk
+
+    def _spin(self, until: float) -> None:
+        while not select.select([self.replies], [], [], 0)[0] and time.monotonic() < until:
+            pass
 
     def first(self) -> dict:
         """The server's first reply, once its function has loaded."""
@@ -115,9 +125,9 @@ class Server:
             first = self.read(timeout_s) if self._arrives(GATE_WAIT_S) else None
             started = time.perf_counter()
             self.word.value = self.generation << SEED_BITS | seed % (1 << SEED_BITS)
-            reply = _json(first if first is not None else self.read(timeout_s))
+            reply = _json(first if first is not None else self.read(timeout_s, spin=True))
             if "queued" in reply:
-                reply = _json(self.read(timeout_s))
+                reply = _json(self.read(timeout_s, spin=True))
             return reply, time.perf_counter() - started
         finally:
             self.halt()
