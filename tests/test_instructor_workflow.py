@@ -1,6 +1,7 @@
 """The instructor guide's term (docs/instructor-guide.md, "A term, in order"), run as written:
 every line of its block, in order, in a scratch course that starts with only the course's
-config and source, a roster and the LMS's downloads.
+config and source, a roster and the LMS's downloads. nbgrader's lines run in a shell as typed;
+the course's own (`python -m grader....`) run in this process, through the same `main`.
 
 Step 1 runs once; steps 2-5 once per Canvas download, each saved with its submissions export
 (the times); step 6 at the end.
@@ -19,8 +20,10 @@ Bob's broken file nearly nothing.
 from __future__ import annotations
 
 import csv
+import importlib
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import time
@@ -32,6 +35,7 @@ import nbformat
 import pandas as pd
 import pytest
 from docs_commands import command_lines
+from in_process import run_main
 from nbgrader.api import Gradebook
 
 from grader import course, make_course, zoo
@@ -81,14 +85,23 @@ def canvas_download(root: Path, name: str, files: dict[str, bytes], times: str, 
     (folder / "times" / f"{name}.csv").write_text("user_id,submitted_at\n" + times)
 
 
-def run(root: Path, commands: list[str], env: dict, exits: dict | None = None) -> dict[str, str]:
+IN_PROCESS = re.compile(r"python -m (grader(?:\.\w+)+) ([^|;&<>$`]*)")
+"""A guide line this process can run itself: one of the course's own commands, no shell."""
+
+
+def run(root: Path, commands: list[str], exits: dict | None = None) -> dict[str, str]:
     """Run each line in the course, each expected to exit with 0 (or as `exits` says); each
-    one's output, by line."""
+    one's output, by line. The course's own commands run in this process (`run_main`: no
+    Python start and torch import each), the rest (nbgrader) in a shell, as typed."""
     said = {}
     for command in commands:
-        done = subprocess.run(
-            ["bash", "-c", command], cwd=root, env=env, capture_output=True, text=True
-        )
+        ours = IN_PROCESS.fullmatch(command)
+        if ours:
+            module = importlib.import_module(ours[1])
+            main = getattr(module, "main", None) or importlib.import_module(f"{ours[1]}.cli").main
+            done = run_main(main, tuple(shlex.split(ours[2])), cwd=root)
+        else:
+            done = subprocess.run(["bash", "-c", command], cwd=root, capture_output=True, text=True)
         expected = (exits or {}).get(command, 0)
         assert done.returncode == expected, (
             f"{command}\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
@@ -124,7 +137,7 @@ def auto_scores(root: Path, student: str) -> list:
         return [grade.auto_score for grade in notebook.grades]
 
 
-def test_a_whole_term_through_the_instructor_guide(tmp_path):
+def test_a_whole_term_through_the_instructor_guide(tmp_path, monkeypatch):
     """Two downloads, a resubmission, a broken resubmission, a late one with its time from
     the LMS, a hand grade, feedback, export and the cohort, each by the guide's own lines:
     does each student read, and the LMS get, what their latest submission earned?"""
@@ -138,8 +151,8 @@ def test_a_whole_term_through_the_instructor_guide(tmp_path):
     shutil.copy(course.REPO / "nbgrader_config.py", root)
     shutil.copytree(course.REPO / "source", root / "source")
     (root / "roster.csv").write_text(ROSTER)
-    env = {k: v for k, v in os.environ.items() if k != "I1_COURSE_SECRET"}  # its own secret
-    run(root, steps[1], env)
+    monkeypatch.delenv("I1_COURSE_SECRET")  # the course's own secret, as an instructor's
+    run(root, steps[1])
     assert (root / "dist" / "i1-student.zip").is_file()
     assert (root / "course_secret.txt").is_file()
 
@@ -155,7 +168,7 @@ def test_a_whole_term_through_the_instructor_guide(tmp_path):
         "12345,2026-12-14T10:00:00Z\n23456,2026-12-14T11:00:00Z\n",
         age=3600,
     )
-    said = run(root, [*steps[2], *steps[3], *steps[4], *steps[5]], env)
+    said = run(root, [*steps[2], *steps[3], *steps[4], *steps[5]])
     assert "new: 12345, 23456" in said[steps[2][0]]
     first = grades(root)
     assert (first[JANE]["status"], first[JANE]["not_graded_yet"]) == ("graded", "")
@@ -182,12 +195,12 @@ def test_a_whole_term_through_the_instructor_guide(tmp_path):
         "12345,2026-12-16T09:30:00Z\n23456,2026-12-15T16:30:00Z\n",
         age=0,
     )
-    said = run(root, [*steps[2], *steps[3]], env, exits={steps[3][0]: 1})  # 1: Bob failed
+    said = run(root, [*steps[2], *steps[3]], exits={steps[3][0]: 1})  # 1: Bob failed
     assert "resubmitted: 12345, 23456" in said[steps[2][0]]
     assert "--changed: 2 of 2 submissions: 12345, 23456" in said[steps[3][0]]
     assert hand_grade(root, JANE) == (2.0, False)  # the same answer: its hand grade kept
     assert set(auto_scores(root, BOB)) == {None}  # no score left from download 1
-    run(root, [*steps[4], *steps[5]], env)
+    run(root, [*steps[4], *steps[5]])
     second = grades(root)
     jane, bob = second[JANE], second[BOB]
     assert (jane["status"], jane["lms_late"], float(jane["seconds_late"])) == (
@@ -212,4 +225,4 @@ def test_a_whole_term_through_the_instructor_guide(tmp_path):
     assert set(table.loc[int(BOB)]["status"]) == {"ungradable"}
     assert table.loc[(int(JANE), "prediction"), "reason"] == "graded by hand"
 
-    run(root, steps[6], env)
+    run(root, steps[6])
