@@ -58,9 +58,11 @@ def test_times_are_the_parents_net_of_the_harness(timed):
 
 
 def test_a_wrong_checksum_earns_nothing(timed):
+    """Does a wrong answer earn nothing, and stop its shape's timing at once?"""
     points, record = timed({"sums_offset": 1.0})
     assert points == 0
     assert all("checksum differs" in s["reason"] for s in record["shapes"])
+    assert all(s["student_min_ms"] == s["student_max_ms"] for s in record["shapes"])  # once
 
 
 def test_an_answer_from_before_the_gate_opens_earns_nothing(timed):

@@ -283,7 +283,8 @@ def _measure(servers: Servers, key: str) -> tuple[dict | None, str]:
 
 def _time_shape(servers: Servers, rows: int, cols: int, rng: random.Random) -> dict:
     """One shape: REPS interleaved calls of both servers on fresh inputs, the harness's and a
-    copy's cost beside them; the student's and the reference's medians, net of the harness."""
+    copy's cost beside them (fewer once an answer is wrong); the student's and the reference's
+    medians, net of the harness."""
     student, reference = servers.student, servers.reference
     times: dict[str, list[float]] = {"student": [], "reference": [], "null": [], "copy": []}
     sampled = set(rng.sample(range(REPS), ROW_SAMPLES))
@@ -302,6 +303,8 @@ def _time_shape(servers: Servers, rows: int, cols: int, rng: random.Random) -> d
         reason = reason or _checksums_differ(replies["student"], replies["reference"])
         if i in sampled and not reason:
             reason = _rows_differ(student, reference, rows, cols, rng)
+        if reason:  # a wrong answer earns nothing however fast: no more of the GPU's time
+            break
     null = statistics.median(times["null"])
     ms = {name: (statistics.median(t) - null) * 1e3 / CALLS for name, t in times.items()}
     net = [(t - null) * 1e3 / CALLS for t in times["student"]]
