@@ -2,11 +2,12 @@
 
     python -m grader.gpu_check --out results/gpu
 
-Runs the GPU tests, `check --hint` on the reference and four buggy kernels, the benchmark
-twice (the spread between runs is the noise floor), the plots, the backward's benchmark and
-its plot once, and `nbgrader autograde` of a small cohort with the timing cell, and the
-sample cohort graded by two shards at once into a PostgreSQL gradebook (when
-I1_GRADEBOOK_URL names one); writes everything under --out and prints a short table last.
+Runs the GPU tests (the timing attacks under real `nbgrader autograde` among them),
+`check --hint` on the reference and four buggy kernels, the benchmark twice (the spread
+between runs is the noise floor), the plots, the backward's benchmark and its plot once, and
+`nbgrader autograde` of a small cohort with the timing cell, and the sample cohort graded by
+two shards at once into a PostgreSQL gradebook (when I1_GRADEBOOK_URL names one); writes
+everything under --out and prints a short table last.
 `scripts/gpu_check.sh` sets up nbgrader's wheels (and a private PostgreSQL) first on a bare
 machine. Exit status: 0 when every step ran (read the table for how each went), 2 for a
 usage error or a machine without a CUDA device; only `check` runs without one (in Triton's
@@ -350,6 +351,7 @@ def main(argv: list[str] | None = None) -> int:
                 "tests/test_benchmark.py",
                 "tests/test_backward_benchmark.py",
                 "tests/test_evidence.py",
+                "tests/exploits/test_timing_attacks.py",
             ],
             out / "pytest_gpu.log",
         )
