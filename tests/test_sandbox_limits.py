@@ -5,6 +5,8 @@ cgroup and without), and a deadline from the course's cells, not the student's."
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
 import sys
 import threading
 import time
@@ -150,6 +152,49 @@ def test_without_a_cpu_cgroup_the_share_still_holds(monkeypatch):
         assert not cgroups.cpu_limited(made)
         assert str(sandbox.CPU_SHARE) in sandbox._outside(Limits(), made)
     assert _slowdown(Limits(cpu_cores=1.0)) < 3
+
+
+TREE = """\
+import subprocess, sys, threading, time
+GRANDCHILD = "import subprocess, time; subprocess.Popen(['sleep', '60']); time.sleep(60)"
+subprocess.Popen([sys.executable, "-c", GRANDCHILD])
+threading.Thread(target=lambda: subprocess.Popen(["sleep", "60"])).start()
+time.sleep(60)
+"""
+"""A process with a child that has a child of its own, and a child forked by a thread."""
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "gone"
+
+
+def test_signal_tree_finds_every_process_below_and_stops_it():
+    """Does the walk of the kernel's children lists find the whole tree below a process, a
+    grandchild and a thread's child included, as a scan of every process does; and does
+    `signal_tree` stop them all, then let them all go on?"""
+    root = subprocess.Popen([sys.executable, "-c", TREE], start_new_session=True)
+    try:
+        deadline = time.monotonic() + 30  # all four started, each asleep in its sleep
+        while time.monotonic() < deadline:
+            found = cpu_share.tree(root.pid)
+            if len(found) == 4 and all(_state(p) == "S" for p in found):
+                break
+            time.sleep(0.05)
+        assert len(found) == 4 and sorted(found) == sorted(
+            [root.pid, *cpu_share.descendants(root.pid)]
+        )
+        for sig, stopped in ((signal.SIGSTOP, True), (signal.SIGCONT, False)):
+            cpu_share.signal_tree(root.pid, sig)
+            deadline = time.monotonic() + 10  # a signal is delivered soon after, not at once
+            while any((_state(p) == "T") != stopped for p in found) and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert all((_state(p) == "T") == stopped for p in found), [_state(p) for p in found]
+    finally:
+        os.killpg(root.pid, signal.SIGKILL)
+        root.wait()
 
 
 def _course(root: Path, code_cells: int) -> None:

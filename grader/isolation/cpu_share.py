@@ -108,10 +108,33 @@ def descendants(root: int) -> dict[int, tuple[int, int, int, bytes]]:
     return found
 
 
+def tree(root: int) -> list[int]:
+    """`root` and every living process below it, found through each process's children as
+    the kernel lists them (/proc/PID/task/TID/children): the tree's own few files, not every
+    process's, where the kernel has those lists; else by `descendants`."""
+    if not os.path.exists(f"/proc/{root}/task/{root}/children"):
+        return [root, *descendants(root)]
+    found, pending = [], [root]
+    while pending:
+        pid = pending.pop()
+        found.append(pid)
+        try:
+            tasks = os.listdir(f"/proc/{pid}/task")
+        except OSError:  # it ended
+            continue
+        for task in tasks:
+            try:
+                with open(f"/proc/{pid}/task/{task}/children", "rb") as handle:
+                    pending += [int(child) for child in handle.read().split()]
+            except OSError:
+                continue
+    return found
+
+
 def signal_tree(root: int, sig: int) -> None:
     """`sig` to `root` and every process below it (twice over, for any forked between)."""
     for _ in range(2):
-        _signal_all([root, *descendants(root)], sig)
+        _signal_all(tree(root), sig)
 
 
 def _signal_all(pids, sig: int) -> None:
