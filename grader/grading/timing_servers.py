@@ -21,7 +21,7 @@ import time
 
 from grader.isolation.cpu_share import signal_tree
 from learning.workshops.checking.child import child_env
-from learning.workshops.measuring.timed_calls import GATE_BYTES, SEED_BITS
+from learning.workshops.measuring.gate import GATE_BYTES, SEED_BITS
 
 LOAD_TIMEOUT_S = 120.0
 """Loading the definitions and compiling both kernels on the timing shapes."""

@@ -45,9 +45,8 @@ import torch
 import triton
 import triton.language as tl
 
-GATE_BYTES = mmap.PAGESIZE
-SEED_BITS = 31
-"""The gate's one word is GEN << SEED_BITS | SEED: a generation and its seed in one store."""
+from learning.workshops.measuring.gate import GATE_BYTES, SEED_BITS
+
 PROJECTIONS = 1 << 20
 """The draw streams of a command's checksum vectors, above any call's."""
 ERROR_CHARS = 300
