@@ -291,6 +291,21 @@ def shards(out: Path) -> list[str]:
     return lines
 
 
+def bytecode_warning() -> list[str]:
+    """A line for the table when torch has no bytecode and this Python writes none (as on
+    the H200 host): every grading process then imports torch from its source, seconds each,
+    and the autograde times measured here are not the course's."""
+    import importlib.util
+
+    cached = Path(importlib.util.cache_from_source(torch.__file__))
+    if not sys.dont_write_bytecode or cached.exists():
+        return []
+    return [
+        f"warning: torch has no bytecode ({cached.parent}) and this Python writes none: each "
+        "grading process imports it from source; scripts/gpu_check.sh compiles it first"
+    ]
+
+
 def check_options(out: Path, steps: list[str], skipped: list[str]) -> None:
     """UsageError, before anything is written, for options this run cannot carry out."""
     if not steps:
@@ -335,7 +350,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"gpu_check: {exc}", file=sys.stderr)
         return 2
     out.mkdir(parents=True, exist_ok=True)
-    table = []
+    table = bytecode_warning()
+    print("\n".join(table) or "torch's bytecode: present, or this Python writes it")
     if "tests" in steps:
         code, seconds = run(
             [

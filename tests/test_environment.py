@@ -148,3 +148,23 @@ def test_make_takes_the_configured_index_without_asking_when_torch_index_is_empt
     recipe = dry_run_venv("")
     assert "urlopen" not in recipe and "--index-url" not in recipe, recipe
     assert f'.venv/bin/python -m pip install -q "{versions.requirement("torch")}"\n' in recipe
+
+
+def test_gpu_check_warns_when_torch_would_load_from_source(monkeypatch, tmp_path):
+    """Does the GPU check's table say when torch has no bytecode and this Python writes none
+    (each grading process would import torch from source), and only then?"""
+    import importlib.util
+
+    from grader import gpu_check
+
+    missing = tmp_path / "__pycache__" / "__init__.cpython-3.pyc"
+    monkeypatch.setattr(importlib.util, "cache_from_source", lambda path: str(missing))
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    (warning,) = gpu_check.bytecode_warning()
+    assert "torch has no bytecode" in warning and "scripts/gpu_check.sh" in warning
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    assert gpu_check.bytecode_warning() == []
+    missing.parent.mkdir()
+    missing.write_bytes(b"")
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    assert gpu_check.bytecode_warning() == []
