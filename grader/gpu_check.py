@@ -351,7 +351,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     out.mkdir(parents=True, exist_ok=True)
     table = bytecode_warning()
-    print("\n".join(table) or "torch's bytecode: present, or this Python writes it")
+    for line in table:  # at once, not only in the table at the end
+        print(line)
     if "tests" in steps:
         code, seconds = run(
             [
