@@ -69,11 +69,11 @@ def test_a_checksum_refuses_what_is_not_the_output():
     wrong = {
         "torch.float64 on .*, not float32": torch.zeros(ROWS, COLS, dtype=torch.float64),
         f"a {ROWS - 1}x{COLS} tensor, not a {ROWS}x{COLS}": torch.zeros(ROWS - 1, COLS),
-        "returned a NoneType": None,
     }
+    wrong = {says: out.to(device) for says, out in wrong.items()}
+    wrong["returned a NoneType"] = None
     if device.type == "cuda":
-        wrong["float32 on cpu, not float32 on cuda"] = torch.zeros(ROWS, COLS).cpu()
+        wrong["float32 on cpu, not float32 on cuda"] = torch.zeros(ROWS, COLS)
     for says, out in wrong.items():
-        out = out.to(device) if isinstance(out, torch.Tensor) and "cpu" not in says else out
         with pytest.raises(ValueError, match=says):
             checksum(out, ROWS, COLS, key)
