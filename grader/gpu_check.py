@@ -238,7 +238,7 @@ def time_breakdown(root: Path) -> list[str]:
     lines = []
     for student, seconds in grading_seconds(root).items():
         record = read_record(root, course.ASSIGNMENT, student)
-        lines.append(f"  {student}: graded in {seconds:.0f} s")
+        lines.append(f"  {student}: graded in {seconds:.1f} s")
         for line in record.lines:
             said = line.split("  ", 1)[-1].splitlines()[0]
             if re.search(r"\(\d+\.\d s", said) or said.startswith(("ran the", "its slowest")):
@@ -360,6 +360,7 @@ def main(argv: list[str] | None = None) -> int:
                 "-m",
                 "pytest",
                 "-q",
+                "-rP",  # the passed tests' output too: the attacks' scores, the ratios
                 "-m",
                 "gpu",
                 "-p",
