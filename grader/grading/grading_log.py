@@ -124,7 +124,7 @@ def read_record(root: Path, assignment: str, student: str) -> GradingRecord | No
 
 
 def _now() -> str:
-    return datetime.now(UTC).astimezone().isoformat(timespec="seconds")
+    return datetime.now(UTC).astimezone().isoformat(timespec="milliseconds")
 
 
 class GradingLog:
