@@ -10,26 +10,30 @@ picks the tile from the strides (`plan`):
   whole rows along the columns, as few rows as give every thread one 16-byte load, up to
   WHOLE_ROW columns (more warps for the widest, at most 64 values a thread); wider rows loop
   over column chunks with an online softmax (`softmax_chunks_kernel`);
-- transposed-like (stride(0) == 1, stride(1) != 1) and narrow enough that a tile of 16 bytes
-  of each column holds whole rows: one tile of TRANSPOSED_TILE elements, 16 to 128 bytes of
-  each column, so the lanes run down the columns;
-- transposed-like and wider, on a GPU: a team (`team_softmax_kernel`). A block of 32 fp32
-  rows (128 bytes of each column) is held in registers by up to MOST_TEAM neighbouring
-  programs, 512 columns each; each publishes its partial max and sum, waits for the rest of
-  its team, and writes its columns. The block is read once. A team's members wait for each
+- transposed-like (stride(0) == 1, stride(1) != 1) and narrow enough that a tile of a 32-byte
+  sector of each column holds whole rows: one tile of TRANSPOSED_TILE elements, 32 to 128
+  bytes of each column, so the lanes run down the columns;
+- transposed-like and wider, on a GPU: a team (`team_softmax_kernel`). A block of 16 fp32
+  rows (64 bytes of each column) is held in registers by up to MOST_TEAM neighbouring
+  programs, 512 to 1024 columns each; each publishes its partial max and sum, waits for the
+  rest of its team, and writes its columns. The block is read once. A member publishes a
+  value and its launch's epoch in one 64-bit word, and waits until every word of its team
+  carries this launch's epoch: one round trip through the L2, where a counter of arrivals
+  took two (the count, then the sums) and 4-10 points. A team's members wait for each
   other, so they must all be running. A team is named by program ids, and NVIDIA GPUs start
   the programs of a 1-D grid in the order of their ids, so every team but the last started
   is whole, and that one finishes as long as the GPU holds a team's programs at once: a team
   is never larger than the GPU's SMs, each of which can hold one member (`team_limit`;
   132 on an H200). CUB's decoupled look-back relies on the same order, which its maintainers
   call not strictly safe in the CUDA programming model but true of the hardware
-  (NVIDIA/cub#245). `plan(x, teams=1)` gives the split pair, which waits for nothing. Team
-  tickets from an atomic counter, safe in any order, cost 3 points (2048x16384: 59%);
+  (NVIDIA/cub#245). `plan(x, teams=1)` gives the split pair, which waits for nothing, and
+  so does a stream capturing a CUDA graph (a replay would repeat the captured epoch);
 - transposed-like, wider still or in the interpreter (one program at a time, so no program
-  may wait for another): the split pair. A first kernel reduces each program's
-  128-byte-tall block of its column span to a running max and sum; a second combines a
-  row's partial sums and writes exp(x - max) / sum, reading the block again, in reverse
-  order, so that it starts on the blocks the first read last, still in L2 (1-2 points).
+  may wait for another): a 16-byte-tall tile of whole rows if one fits, else the split pair.
+  A first kernel reduces each program's 128-byte-tall block of its column span to a running
+  max and sum; a second combines a row's partial sums and writes exp(x - max) / sum, reading
+  the block again, in reverse order, so that it starts on the blocks the first read last,
+  still in L2 (1-2 points).
   Split launches take SPLIT_WARPS whatever the caller asks: at 8 warps they measured 50%.
 
 The kernel text is the same in both orientations. Triton specializes a stride of 1 to a
@@ -41,14 +45,16 @@ A row read twice (the chunk loop, the split pair) moves 3 x M x N x size bytes f
 2 x M x N x size logical ones: when the second read comes from DRAM the kernel can reach at
 most 2/3 of the roof, and only what the L2 (about 50 MB on an H200) still holds beats that.
 The sizes are those that were fastest in sweeps on an H200 (fp32, L2 flushed, against a
-device copy): 32 x 512 tiles at 92% of the roof for a 65536x512 transpose, 16 x 1024 at 78%
-for 16384x1000, 4 x 4096 at 62-64% for 4096x4096 (a team: 63-64%, the split pair: 58%),
-teams of 32 x 512 at 61-62% for a 2048x16384 transpose (the split pair: 58%; the same pair
-in one launch, the second read a few blocks behind the first: at most 60%), whole
-16384-column rows at 95-99% for contiguous rows. A team is slower than the pair past
-MOST_TEAM members (1024x32768: 54.5% against 58.6%).
+device copy in the same run; 2026-12-04): 32 x 512 tiles at 92% of the roof for a 65536x512
+transpose, 16 x 1024 at 77% for 16384x1000, 8 x 2048 at 74% for 8192x2048, teams of 16 x 512
+at 72% for a 4096x4096 transpose (the 4 x 4096 tile: 62%, the split pair: 63%) and at 68% for
+2048x16384 (the counter team: 61-62%, the split pair: 59%), 16 x 1024 at 63% for 1024x32768
+(the split pair: 59%), whole 16384-column rows at 95-99% for contiguous rows. A team's ceiling
+is the same kernel with the wait left out (wrong values, the same traffic): 80% and 74%
+for those two transposes with 32-row blocks; a transposing copy of the view, 93-95%.
 """
 
+import itertools
 from dataclasses import dataclass
 
 import torch
@@ -88,13 +94,20 @@ SPLIT_WARPS = 4
 """Warps of each split program (32 x 128 fp32: 32 values a thread)."""
 SPLIT_PROGRAMS = 4096
 """Programs a split launch aims for: many per SM, whatever the number of rows."""
-TEAM_TILE = 16384
-"""Elements a team member holds in registers: 32 x 512 fp32, 128 values a thread at 4 warps."""
+SECTOR_BYTES = 32
+"""A transposed view's single tile shorter than one sector of each column (4 x 4096 fp32) takes
+a team instead, if one fits: 8 x 2048 took 74% either way, 4 x 4096 62% against a team's 72%."""
+TEAM_RUN_BYTES = 64
+"""Bytes of each column a team's block holds: 16 fp32 rows (32 measured 2-4 points slower)."""
+TEAM_TILE = 8192
+"""Elements a team member holds at least: 16 x 512 fp32. Wider rows get wider members."""
+MOST_TEAM_TILE = 16384
+"""Elements a team member holds at most (16 x 1024 fp32): wider rows take the split pair."""
+TEAM_PER_THREAD = 64
+"""Values of a member's tile per thread: the warps follow the tile (4 for 16 x 512)."""
 MOST_TEAM = 32
 """The most programs of a team; wider rows take the split pair. A team waits for all its
 members, so a GPU must hold that many programs at once: one per SM is 132 on an H200."""
-TEAM_WARPS = 4
-"""Warps of each team member (8 measured 1-3 points slower for 2048x16384 fp32)."""
 ROW_MAJOR, COLUMN_MAJOR = "columns", "rows"
 """The axis neighbouring lanes follow: along a row (contiguous rows) or down a column."""
 
@@ -146,28 +159,42 @@ def plan(
 def team_limit(device: torch.device) -> int:
     """The most programs of a team on `device`: MOST_TEAM, but no more than a CUDA device's
     SMs (each holds one member at least, so a whole team runs at once), and 1 in the
-    interpreter, which runs one program at a time."""
+    interpreter, which runs one program at a time, and while the stream captures a CUDA graph
+    (a replay would reuse the captured epoch, and members would take stale words as fresh)."""
     if interpreter_active():
         return 1
     if device.type == "cuda":
+        with torch.cuda.device(device):
+            if torch.cuda.is_current_stream_capturing():
+                return 1
         return min(MOST_TEAM, torch.cuda.get_device_properties(device).multi_processor_count)
     return MOST_TEAM
 
 
 def _column_major(m, n, size, all_rows, num_warps, max_block_n, teams) -> Plan:
-    """A transposed-like view's plan: one tile of whole rows when 16 bytes of each column
-    fit, else rows split across programs in 128-byte-tall blocks: a team when at most
-    `teams` spans (and MOST_TEAM) cover a row, else the split pair."""
+    """A transposed-like view's plan: one tile of whole rows when a sector of each column fits
+    (or 16 bytes of it, if no team fits), else rows split across programs in blocks of
+    TEAM_RUN_BYTES of each column: a team when at most `teams` (and MOST_TEAM) members of at
+    most MOST_TEAM_TILE elements cover a row, else the split pair in 128-byte-tall blocks."""
     fewest, most = (max(1, run // size) for run in RUN_BYTES)
     width = triton.next_power_of_2(n)
+    single = None
     if width <= max_block_n and fewest * width <= TRANSPOSED_TILE:
         rows = min(max(fewest, min(most, TRANSPOSED_TILE // width)), all_rows)
         needed = rows * width // TILE_PER_THREAD // 32
-        return Plan(rows, width, COLUMN_MAJOR, False, num_warps=min(32, max(num_warps, needed)))
+        single = Plan(rows, width, COLUMN_MAJOR, False, num_warps=min(32, max(num_warps, needed)))
+        if rows * size >= min(SECTOR_BYTES, all_rows * size):
+            return single
+    rows = min(TEAM_RUN_BYTES // size, all_rows)
+    widest = triton.next_power_of_2(triton.cdiv(n, MOST_TEAM))
+    span = min(max(TEAM_TILE // rows, widest), max_block_n, width)
+    members = triton.cdiv(n, span)
+    if 1 < members <= min(teams, MOST_TEAM) and rows * span <= MOST_TEAM_TILE:
+        member_warps = max(1, rows * span // TEAM_PER_THREAD // 32)
+        return Plan(rows, span, COLUMN_MAJOR, False, members, span, member_warps, True)
+    if single is not None:
+        return single
     rows = min(most, all_rows)
-    span = min(TEAM_TILE // rows, max_block_n, width)
-    if 1 < triton.cdiv(n, span) <= min(teams, MOST_TEAM):
-        return Plan(rows, span, COLUMN_MAJOR, False, triton.cdiv(n, span), span, TEAM_WARPS, True)
     block_n = min(SPLIT_BLOCK_N, max_block_n, width)
     chunks = triton.cdiv(n, block_n)
     wanted = triton.cdiv(SPLIT_PROGRAMS, triton.cdiv(m, rows))
@@ -293,63 +320,81 @@ def normalize_kernel(
 
 
 @triton.jit
+def stamped(value, STAMP):
+    # A 64-bit word: this launch's epoch in the high half, the fp32 bits of `value` below.
+    return STAMP | value.to(tl.uint32, bitcast=True).to(tl.int64)
+
+
+@triton.jit
+def unstamped(word):
+    # The fp32 value a stamped word carries.
+    return word.to(tl.int32).to(tl.float32, bitcast=True)
+
+
+@triton.jit(do_not_specialize=["EPOCH"])  # one compile for every epoch
 def team_softmax_kernel(
     X,
     Y,
-    TOP,
-    TOTAL,
-    COUNTS,
+    WORDS,
     M,
     N,
     SR,
     SC,
     TEAM,
+    EPOCH,
     ROWS: tl.constexpr,
     SPAN: tl.constexpr,
     TEAM_P2: tl.constexpr,
 ):
     # A block of ROWS rows is read once, by a team of TEAM neighbouring programs that each hold
-    # SPAN columns of it in registers: each publishes its partial max and sum, waits until the
-    # whole team has, combines them and writes its columns. COUNTS[2 * block] counts the
-    # arrivals, COUNTS[2 * block + 1] the departures; the last to leave sets both back to 0,
-    # so the counters are zero again after every launch.
+    # SPAN columns of it in registers. Each publishes its rows' partial max and sum as words
+    # stamped with this launch's EPOCH (WORDS[0, member, rows], WORDS[1, member, rows]),
+    # reads its whole team's words until every stamp is EPOCH, and combines them. A word is
+    # written by one atomic 64-bit exchange and read by volatile loads, so a reader that sees
+    # the stamp sees the value beside it: no counter, no fence, nothing to reset.
     block = tl.program_id(0) // TEAM
     member = tl.program_id(0) % TEAM
     rows = block.to(tl.int64) * ROWS + tl.arange(0, ROWS)
     cols = member * SPAN + tl.arange(0, SPAN)
     x, mask = load_tile(X, rows, cols, M, N, SR, SC)
     top = tl.max(x, axis=1)
+    total = tl.sum(tl.exp(x - safe_shift(top)[:, None]), axis=1)
+    STAMP = EPOCH.to(tl.int64) << 32
+    sums = WORDS + TEAM * M  # WORDS[1]
     at = member * M + rows
-    tl.store(TOP + at, top, mask=rows < M)
-    tl.store(TOTAL + at, tl.sum(tl.exp(x - safe_shift(top)[:, None]), axis=1), mask=rows < M)
-    arrived = COUNTS + 2 * block
-    tl.debug_barrier()  # every thread's stores before the count that publishes them
-    tl.atomic_add(arrived, 1, sem="release")
-    while tl.load(arrived, volatile=True) < TEAM:
-        pass
-    tl.atomic_add(arrived, 0, sem="acquire")
-    top, total = combine(TOP, TOTAL, rows, M, TEAM, TEAM_P2)
+    tl.atomic_xchg(WORDS + at, stamped(top, STAMP), mask=rows < M, sem="relaxed")
+    tl.atomic_xchg(sums + at, stamped(total, STAMP), mask=rows < M, sem="relaxed")
+    parts = tl.arange(0, TEAM_P2)
+    team = parts[:, None] * M + rows[None, :]
+    held = (parts[:, None] < TEAM) & (rows[None, :] < M)
+    tops = tl.load(WORDS + team, mask=held, other=STAMP, volatile=True)
+    totals = tl.load(sums + team, mask=held, other=STAMP, volatile=True)
+    while tl.min(((tops >> 32) == EPOCH) & ((totals >> 32) == EPOCH)) == 0:
+        tops = tl.load(WORDS + team, mask=held, other=STAMP, volatile=True)
+        totals = tl.load(sums + team, mask=held, other=STAMP, volatile=True)
+    tops = tl.where(held, unstamped(tops), -float("inf"))
+    top = tl.max(tops, axis=0)
+    total = tl.sum(unstamped(totals) * tl.exp(tops - safe_shift(top)[None, :]), 0)
     y = tl.exp(x - top[:, None]) * (1.0 / tl.where(rows < M, total, 1.0))[:, None]
     tl.store(Y + rows[:, None] * N + cols[None, :], y.to(Y.dtype.element_ty), mask=mask)
-    tl.debug_barrier()  # every thread is past the wait before this program counts as gone
-    if tl.atomic_add(arrived + 1, 1) == TEAM - 1:
-        tl.atomic_xchg(arrived, 0)
-        tl.atomic_xchg(arrived + 1, 0)
 
 
-_COUNTERS: dict[tuple, torch.Tensor] = {}
-"""Zeroed team counters, one buffer per device and stream; every launch leaves them zero."""
+_WORDS: dict[tuple, torch.Tensor] = {}
+"""Team words, one buffer per device and stream, kept between launches."""
+_EPOCHS = itertools.count(1)
+"""Launch epochs: each team launch stamps its words with the next."""
 
 
-def team_counters(device: torch.device, blocks: int) -> torch.Tensor:
-    """At least 2 x `blocks` zeroed int32 counters for a team launch on `device`'s current
-    stream, kept between launches (a fresh torch.zeros took 3.6 us of a 110 us launch)."""
+def team_words(device: torch.device, count: int) -> tuple[torch.Tensor, int]:
+    """At least `count` int64 team words on `device`'s current stream, kept between launches
+    (a fresh allocation took 3.6 us of a 110 us launch), and this launch's epoch, 1 to 2**31 -
+    1: a word left by an earlier launch, or a fresh buffer's 0, never carries it."""
     stream = torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else 0
     key = (device, stream)
-    counters = _COUNTERS.get(key)
-    if counters is None or counters.numel() < 2 * blocks:
-        counters = _COUNTERS[key] = torch.zeros(2 * blocks, dtype=torch.int32, device=device)
-    return counters
+    words = _WORDS.get(key)
+    if words is None or words.numel() < count:
+        words = _WORDS[key] = torch.zeros(count, dtype=torch.int64, device=device)
+    return words, next(_EPOCHS) % (2**31 - 1) + 1
 
 
 def strided_softmax(x, num_warps=4, *, max_block_n=MAX_BLOCK_N):
@@ -373,26 +418,25 @@ def softmax_by_plan(x: torch.Tensor, tiles: Plan) -> torch.Tensor:
     shape = dict(ROWS=tiles.rows, BLOCK_N=tiles.block_n, num_warps=tiles.num_warps)
     row_blocks = triton.cdiv(M, tiles.rows)  # grid axis 0: axes 1 and 2 stop at 65535 programs
     strides = (M, N, x.stride(0), x.stride(1))
+    splits_p2 = triton.next_power_of_2(tiles.splits)
     with device_context(x):
-        if tiles.splits > 1 or tiles.team:
-            top = torch.empty((tiles.splits, M), dtype=torch.float32, device=x.device)
-            total = torch.empty_like(top)
-            splits_p2 = triton.next_power_of_2(tiles.splits)
         if tiles.team:
+            words, epoch = team_words(x.device, 2 * tiles.splits * M)
             team_softmax_kernel[(row_blocks * tiles.splits,)](
                 x,
                 y,
-                top,
-                total,
-                team_counters(x.device, row_blocks),
+                words,
                 *strides,
                 tiles.splits,
+                epoch,
                 ROWS=tiles.rows,
                 SPAN=tiles.span,
                 TEAM_P2=splits_p2,
                 num_warps=tiles.num_warps,
             )
         elif tiles.splits > 1:
+            top = torch.empty((tiles.splits, M), dtype=torch.float32, device=x.device)
+            total = torch.empty_like(top)
             grid = (row_blocks, tiles.splits)
             row_stats_kernel[grid](x, top, total, *strides, tiles.span, **shape)
             normalize_kernel[grid](
@@ -421,17 +465,18 @@ def evidence(shapes=EVIDENCE_SHAPES, num_warps: int = 4) -> list[str]:
         ):
             tiles = plan(x, num_warps, teams=MOST_TEAM)
             ints = [m, n, x.stride(0), x.stride(1)]
-            counters = 0
+            words = 0
             if tiles.team:
-                kernel, pointers, counters = team_softmax_kernel, 5, 1
-                ints, constexprs = [*ints, tiles.splits], [tiles.rows, tiles.span, tiles.splits]
+                kernel, pointers, words = team_softmax_kernel, 3, 1
+                ints = [*ints, tiles.splits, 3]  # 3: an epoch, neither 1 nor a multiple of 16
+                constexprs = [tiles.rows, tiles.span, triton.next_power_of_2(tiles.splits)]
             elif tiles.splits > 1:
                 kernel, pointers, ints = row_stats_kernel, 3, [*ints, tiles.span]
                 constexprs = [tiles.rows, tiles.block_n]
             else:
                 kernel, pointers = softmax_chunks_kernel if tiles.loop else softmax_tile_kernel, 2
                 constexprs = [tiles.rows, tiles.block_n]
-            job = launch_job("fp32", pointers, ints, constexprs, tiles.num_warps, 90, counters)
+            job = launch_job("fp32", pointers, ints, constexprs, tiles.num_warps, 90, words)
             launches.append((f"{m}x{n} {layout}", tiles, kernel, job))
     lines = []
     for kernel in dict.fromkeys(k for *_, k, _ in launches):

@@ -17,7 +17,6 @@ from grader.beyond import (
     ROW_MAJOR,
     SPLIT_PROGRAMS,
     SPLIT_WARPS,
-    TEAM_WARPS,
     Plan,
     plan,
     softmax_by_plan,
@@ -135,23 +134,33 @@ def test_transposed_view_gets_many_rows_per_tile():
         32, 512, COLUMN_MAJOR, loop=False, num_warps=8
     )
     assert plan(view("transpose", 16384, 1000)) == Plan(16, 1024, COLUMN_MAJOR, loop=False)
+    assert plan(view("transpose", 8192, 2048)) == Plan(8, 2048, COLUMN_MAJOR, loop=False)
+    # where no team can run (the interpreter), a tile of 16 bytes of each column
     assert plan(view("transpose", 4096, 4096)) == Plan(4, 4096, COLUMN_MAJOR, loop=False)
 
 
 def test_wide_transposed_rows_take_a_team_on_a_gpu():
-    """On a GPU, is a transposed row too wide for 16 bytes of each column read once by a team
-    of programs holding 32 fp32 rows (64 fp16) of 512 columns (256), up to MOST_TEAM of them,
-    and a wider row split into the pair?"""
+    """On a GPU, is a transposed row whose tile would hold less than a sector of each column
+    read once by a team of programs holding 16 fp32 rows (32 fp16) of 512 columns (256),
+    wider members for wider rows, up to MOST_TEAM of them, and a wider row split into the
+    pair?"""
+    assert plan(view("transpose", 4096, 4096), teams=MOST_TEAM) == Plan(
+        16, 512, COLUMN_MAJOR, False, splits=8, span=512, num_warps=4, team=True
+    )
     assert plan(view("transpose", 2048, 16384), teams=MOST_TEAM) == Plan(
-        32, 512, COLUMN_MAJOR, False, splits=32, span=512, num_warps=TEAM_WARPS, team=True
+        16, 512, COLUMN_MAJOR, False, splits=32, span=512, num_warps=4, team=True
+    )
+    assert plan(view("transpose", 1024, 32768), teams=MOST_TEAM) == Plan(
+        16, 1024, COLUMN_MAJOR, False, splits=32, span=1024, num_warps=8, team=True
     )
     half = plan(view("transpose", 2048, 8192, torch.float16), teams=MOST_TEAM)
-    assert (half.rows, half.span, half.splits, half.team) == (64, 256, 32, True)
+    assert (half.rows, half.span, half.splits, half.team) == (32, 256, 32, True)
     assert plan(view("transpose", 3, 5000), teams=MOST_TEAM) == Plan(
-        4, 4096, COLUMN_MAJOR, False, splits=2, span=4096, num_warps=TEAM_WARPS, team=True
+        4, 2048, COLUMN_MAJOR, False, splits=3, span=2048, num_warps=4, team=True
     )
-    assert plan(view("transpose", 64, 512 * MOST_TEAM), teams=MOST_TEAM).team
-    widest = plan(view("transpose", 64, 512 * MOST_TEAM + 1), teams=MOST_TEAM)
+    assert plan(view("transpose", 8192, 2048), teams=MOST_TEAM).team is False
+    assert plan(view("transpose", 64, 1024 * MOST_TEAM), teams=MOST_TEAM).team
+    widest = plan(view("transpose", 64, 1024 * MOST_TEAM + 1), teams=MOST_TEAM)
     assert not widest.team and widest.loop and widest.splits > 1
 
 
@@ -292,7 +301,7 @@ def test_the_recorded_loads_are_what_the_compiler_gives():
 
     lines = evidence(shapes=((2048, 16384),))
     assert len(lines) == 2 and set(lines) <= set(BEYOND_LOADS.read_text().splitlines())
-    team = "team_softmax_kernel 32 x 512, 4 warps: loads 36 of 128 bits"
+    team = "team_softmax_kernel 16 x 512, 4 warps: loads 16 of 128 bits"
     assert any(team in line for line in lines)
 
 
@@ -301,7 +310,7 @@ def test_the_recorded_loads_are_what_the_compiler_gives():
 def test_every_plan_computes_wide_views_on_the_gpu():
     """On a GPU, do the team (a transposed row of 5000 to 32768 columns), the split pair
     (wider) and the single tiles match torch in float64, with -inf and ±1e4 rows, twice over
-    (a team leaves its counters zero for the next launch)?"""
+    (a team's words from one launch never pass for the next's)?"""
     from learning.workshops.notebook.testing import expect_cases
 
     expect_cases(strided_softmax, OP)

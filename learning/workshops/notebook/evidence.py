@@ -161,13 +161,13 @@ def launch_job(
     constexprs: list[int],
     num_warps: int,
     arch: int,
-    counters: int = 0,
+    words: int = 0,
 ) -> dict:
-    """A launch with `pointers` tensors (the last `counters` of them int32), then `ints`, then
+    """A launch with `pointers` tensors (the last `words` of them int64), then `ints`, then
     `constexprs`, as Triton's launcher specializes it: ints that fit 32 bits are i32, an int
     equal to 1 becomes the constant 1, and pointers (torch allocations) and ints that are
     multiples of 16 get `tt.divisibility` 16; the job the child compiles."""
-    types = [f"*{dtype}"] * (pointers - counters) + ["*i32"] * counters
+    types = [f"*{dtype}"] * (pointers - words) + ["*i64"] * words
     fixed, divisible = [], list(range(pointers))
     for index, value in enumerate(ints, start=pointers):
         types.append("constexpr" if value == 1 else "i32")
