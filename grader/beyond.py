@@ -13,21 +13,21 @@ picks the tile from the strides (`plan`):
 - transposed-like (stride(0) == 1, stride(1) != 1) and narrow enough that a tile of a 32-byte
   sector of each column holds whole rows: one tile of TRANSPOSED_TILE elements, 32 to 128
   bytes of each column, so the lanes run down the columns;
-- transposed-like and wider, on a GPU: a team (`team_softmax_kernel`). A block of 16 fp32
-  rows (64 bytes of each column) is held in registers by up to MOST_TEAM neighbouring
-  programs, 512 to 1024 columns each; each publishes its partial max and sum, waits for the
-  rest of its team, and writes its columns. The block is read once. A member publishes a
-  value and its launch's epoch in one 64-bit word, and waits until every word of its team
-  carries this launch's epoch: one round trip through the L2, where a counter of arrivals
-  took two (the count, then the sums) and 4-10 points. A team's members wait for each
-  other, so they must all be running. A team is named by program ids, and NVIDIA GPUs start
-  the programs of a 1-D grid in the order of their ids, so every team but the last started
-  is whole, and that one finishes as long as the GPU holds a team's programs at once: a team
-  is never larger than the GPU's SMs, each of which can hold one member (`team_limit`;
-  132 on an H200). CUB's decoupled look-back relies on the same order, which its maintainers
-  call not strictly safe in the CUDA programming model but true of the hardware
-  (NVIDIA/cub#245). `plan(x, teams=1)` gives the split pair, which waits for nothing, and
-  so does a stream capturing a CUDA graph (a replay would repeat the captured epoch);
+- transposed-like and wider, on a GPU: a team (`team_softmax_kernel`). A block of 32 fp32 rows
+  (a 128-byte line of each column; 16 rows, 64 bytes, where a row needs wider members) is held
+  in registers by up to MOST_TEAM neighbouring programs, 256 to 1024 columns each; each
+  publishes its partial max and sum, waits for the rest of its team, and writes its columns.
+  The block is read once. A member publishes a value and its launch's epoch in one 64-bit word,
+  and waits until every word of its team carries this launch's epoch: one round trip through
+  the L2, where a counter of arrivals took two (the count, then the sums) and 4-10 points. A
+  team's members wait for each other, so they must all be running. A team is named by program
+  ids, and NVIDIA GPUs start the programs of a 1-D grid in the order of their ids, so every
+  team but the last started is whole, and that one finishes as long as the GPU holds a team's
+  programs at once: a team is never larger than the GPU's SMs, each of which can hold one
+  member (`team_limit`; 132 on an H200). CUB's decoupled look-back relies on the same order,
+  which its maintainers call not strictly safe in the CUDA programming model but true of the
+  hardware (NVIDIA/cub#245). `plan(x, teams=1)` gives the split pair, which waits for nothing,
+  and so does a stream capturing a CUDA graph (a replay would repeat the captured epoch);
 - transposed-like, wider still or in the interpreter (one program at a time, so no program
   may wait for another): a 16-byte-tall tile of whole rows if one fits, else the split pair.
   A first kernel reduces each program's 128-byte-tall block of its column span to a running
@@ -45,13 +45,17 @@ A row read twice (the chunk loop, the split pair) moves 3 x M x N x size bytes f
 2 x M x N x size logical ones: when the second read comes from DRAM the kernel can reach at
 most 2/3 of the roof, and only what the L2 (about 50 MB on an H200) still holds beats that.
 The sizes are those that were fastest in sweeps on an H200 (fp32, L2 flushed, against a
-device copy in the same run; 2026-12-04): 32 x 512 tiles at 92% of the roof for a 65536x512
-transpose, 16 x 1024 at 77% for 16384x1000, 8 x 2048 at 74% for 8192x2048, teams of 16 x 512
-at 72% for a 4096x4096 transpose (the 4 x 4096 tile: 62%, the split pair: 63%) and at 68% for
-2048x16384 (the counter team: 61-62%, the split pair: 59%), 16 x 1024 at 63% for 1024x32768
-(the split pair: 59%), whole 16384-column rows at 95-99% for contiguous rows. A team's ceiling
-is the same kernel with the wait left out (wrong values, the same traffic): 80% and 74%
-for those two transposes with 32-row blocks; a transposing copy of the view, 93-95%.
+device copy in the same run; 2026-12-04 and -05): 32 x 512 tiles at 92% of the roof for a
+65536x512 transpose, 16 x 1024 at 78-80% for 16384x1000, 8 x 2048 at 74% for 8192x2048,
+teams of 32 x 256 at 75% for a 4096x4096 transpose (16 x 512: 73%; the 4 x 4096 tile: 62%;
+the split pair: 61-63%) and of 16 x 512 at 68-69% for 2048x16384 (the split pair: 59%),
+16 x 1024 at 63% for 1024x32768 (the split pair: 59%), whole 16384-column rows at 95-99% for
+contiguous rows. Where a team's time goes, from variants of its kernel timed in one run
+(4096x4096 and 2048x16384 transposed, the same blocks): a copy of each block 97% and 80-93%,
+a softmax of each block's own columns 94% and 80-91%, the exchange of words without the wait
+(wrong values) 84% and 74-77%, the whole team 74-75% and 67-69%. Persistent teams that load
+their next block while they wait (into registers, or by TMA into shared memory with Triton's
+pipelining) measured 51-70%: a second block halves the programs an SM holds.
 """
 
 import itertools
@@ -97,10 +101,12 @@ SPLIT_PROGRAMS = 4096
 SECTOR_BYTES = 32
 """A transposed view's single tile shorter than one sector of each column (4 x 4096 fp32) takes
 a team instead, if one fits: 8 x 2048 took 74% either way, 4 x 4096 62% against a team's 72%."""
-TEAM_RUN_BYTES = 64
-"""Bytes of each column a team's block holds: 16 fp32 rows (32 measured 2-4 points slower)."""
+TEAM_RUN_BYTES = (64, 128)
+"""Bytes of each column a team's block holds: a 128-byte line (32 fp32 rows) while a member of
+TEAM_TILE elements is at least as wide as a row's share of the team, else 64 bytes (16 rows)."""
 TEAM_TILE = 8192
-"""Elements a team member holds at least: 16 x 512 fp32. Wider rows get wider members."""
+"""Elements a team member holds at least: 32 x 256 fp32 for a 4096x4096 transpose (74-75% in
+two sweeps, 16 x 512 73-74%), 16 x 512 for 2048x16384. Wider rows get wider members."""
 MOST_TEAM_TILE = 16384
 """Elements a team member holds at most (16 x 1024 fp32): wider rows take the split pair."""
 TEAM_PER_THREAD = 64
@@ -175,7 +181,8 @@ def _column_major(m, n, size, all_rows, num_warps, max_block_n, teams) -> Plan:
     """A transposed-like view's plan: one tile of whole rows when a sector of each column fits
     (or 16 bytes of it, if no team fits), else rows split across programs in blocks of
     TEAM_RUN_BYTES of each column: a team when at most `teams` (and MOST_TEAM) members of at
-    most MOST_TEAM_TILE elements cover a row, else the split pair in 128-byte-tall blocks."""
+    most MOST_TEAM_TILE elements cover a row (the tallest block whose member of TEAM_TILE
+    elements does), else the split pair in 128-byte-tall blocks."""
     fewest, most = (max(1, run // size) for run in RUN_BYTES)
     width = triton.next_power_of_2(n)
     single = None
@@ -185,11 +192,13 @@ def _column_major(m, n, size, all_rows, num_warps, max_block_n, teams) -> Plan:
         single = Plan(rows, width, COLUMN_MAJOR, False, num_warps=min(32, max(num_warps, needed)))
         if rows * size >= min(SECTOR_BYTES, all_rows * size):
             return single
-    rows = min(TEAM_RUN_BYTES // size, all_rows)
-    widest = triton.next_power_of_2(triton.cdiv(n, MOST_TEAM))
-    span = min(max(TEAM_TILE // rows, widest), max_block_n, width)
+    shortest, tallest = (run // size for run in TEAM_RUN_BYTES)
+    largest = max(1, min(teams, MOST_TEAM))
+    widest = triton.next_power_of_2(triton.cdiv(n, largest))
+    span = min(max(TEAM_TILE // min(tallest, all_rows), widest), max_block_n, width)
+    rows = min(max(shortest, min(tallest, TEAM_TILE // span)), all_rows)
     members = triton.cdiv(n, span)
-    if 1 < members <= min(teams, MOST_TEAM) and rows * span <= MOST_TEAM_TILE:
+    if 1 < members <= largest and rows * span <= MOST_TEAM_TILE:
         member_warps = max(1, rows * span // TEAM_PER_THREAD // 32)
         return Plan(rows, span, COLUMN_MAJOR, False, members, span, member_warps, True)
     if single is not None:
@@ -331,6 +340,14 @@ def unstamped(word):
     return word.to(tl.int32).to(tl.float32, bitcast=True)
 
 
+@triton.jit
+def exp_below(x, shift):
+    # exp(x - shift) for x <= shift, as exp2 on (x - shift) * log2(e): PTX's ex2 with subnormal
+    # results flushed to zero (below 2**-126, 0 to any tolerance), where tl.exp also handles
+    # them: 12% fewer instructions in the team kernel, the same rounding of the argument.
+    return tl.math.exp2((x - shift) * 1.4426950408889634)
+
+
 @triton.jit(do_not_specialize=["EPOCH"])  # one compile for every epoch
 def team_softmax_kernel(
     X,
@@ -345,24 +362,30 @@ def team_softmax_kernel(
     ROWS: tl.constexpr,
     SPAN: tl.constexpr,
     TEAM_P2: tl.constexpr,
+    EVEN: tl.constexpr,
 ):
     # A block of ROWS rows is read once, by a team of TEAM neighbouring programs that each hold
     # SPAN columns of it in registers. Each publishes its rows' partial max and sum as words
     # stamped with this launch's EPOCH (WORDS[0, member, rows], WORDS[1, member, rows]),
     # reads its whole team's words until every stamp is EPOCH, and combines them. A word is
     # written by one atomic 64-bit exchange and read by volatile loads, so a reader that sees
-    # the stamp sees the value beside it: no counter, no fence, nothing to reset.
+    # the stamp sees the value beside it: no counter, no fence, nothing to reset. EVEN: the
+    # blocks tile the view exactly (M % ROWS == N % SPAN == 0), so no load or store is masked.
     block = tl.program_id(0) // TEAM
     member = tl.program_id(0) % TEAM
     rows = block.to(tl.int64) * ROWS + tl.arange(0, ROWS)
     cols = member * SPAN + tl.arange(0, SPAN)
-    x, mask = load_tile(X, rows, cols, M, N, SR, SC)
-    top = tl.max(x, axis=1)
-    total = tl.sum(tl.exp(x - safe_shift(top)[:, None]), axis=1)
+    if EVEN:
+        x = tl.load(X + rows[:, None] * SR + cols.to(tl.int64)[None, :] * SC).to(tl.float32)
+    else:
+        x, mask = load_tile(X, rows, cols, M, N, SR, SC)
+    mine = tl.max(x, axis=1)
+    numerator = exp_below(x, safe_shift(mine)[:, None])  # kept: rescaled below
+    total = tl.sum(numerator, axis=1)
     STAMP = EPOCH.to(tl.int64) << 32
     sums = WORDS + TEAM * M  # WORDS[1]
     at = member * M + rows
-    tl.atomic_xchg(WORDS + at, stamped(top, STAMP), mask=rows < M, sem="relaxed")
+    tl.atomic_xchg(WORDS + at, stamped(mine, STAMP), mask=rows < M, sem="relaxed")
     tl.atomic_xchg(sums + at, stamped(total, STAMP), mask=rows < M, sem="relaxed")
     parts = tl.arange(0, TEAM_P2)
     team = parts[:, None] * M + rows[None, :]
@@ -375,8 +398,13 @@ def team_softmax_kernel(
     tops = tl.where(held, unstamped(tops), -float("inf"))
     top = tl.max(tops, axis=0)
     total = tl.sum(unstamped(totals) * tl.exp(tops - safe_shift(top)[None, :]), 0)
-    y = tl.exp(x - top[:, None]) * (1.0 / tl.where(rows < M, total, 1.0))[:, None]
-    tl.store(Y + rows[:, None] * N + cols[None, :], y.to(Y.dtype.element_ty), mask=mask)
+    scale = tl.exp(mine - safe_shift(top)) / tl.where(rows < M, total, 1.0)  # 0 if mine is -inf
+    y = (numerator * scale[:, None]).to(Y.dtype.element_ty)
+    y_ptrs = Y + rows[:, None] * N + cols[None, :]
+    if EVEN:
+        tl.store(y_ptrs, y)
+    else:
+        tl.store(y_ptrs, y, mask=mask)
 
 
 _WORDS: dict[tuple, torch.Tensor] = {}
@@ -432,6 +460,7 @@ def softmax_by_plan(x: torch.Tensor, tiles: Plan) -> torch.Tensor:
                 ROWS=tiles.rows,
                 SPAN=tiles.span,
                 TEAM_P2=splits_p2,
+                EVEN=M % tiles.rows == 0 and N % tiles.span == 0,
                 num_warps=tiles.num_warps,
             )
         elif tiles.splits > 1:
@@ -469,7 +498,8 @@ def evidence(shapes=EVIDENCE_SHAPES, num_warps: int = 4) -> list[str]:
             if tiles.team:
                 kernel, pointers, words = team_softmax_kernel, 3, 1
                 ints = [*ints, tiles.splits, 3]  # 3: an epoch, neither 1 nor a multiple of 16
-                constexprs = [tiles.rows, tiles.span, triton.next_power_of_2(tiles.splits)]
+                even = int(m % tiles.rows == 0 and n % tiles.span == 0)
+                constexprs = [tiles.rows, tiles.span, triton.next_power_of_2(tiles.splits), even]
             elif tiles.splits > 1:
                 kernel, pointers, ints = row_stats_kernel, 3, [*ints, tiles.span]
                 constexprs = [tiles.rows, tiles.block_n]

@@ -109,6 +109,21 @@ def test_team_kernel_passes_audited_cases():
     assert diagnose(results) == []
 
 
+@pytest.mark.parametrize("shape", [(16, 64), (13, 50)], ids=["blocks-tile-the-view", "ragged"])
+def test_team_kernel_with_and_without_masks(shape):
+    """Does the team kernel match torch where its blocks tile the view exactly (no masks: 16
+    rows in blocks of 8, 64 columns) and where they do not (13 x 50), with a row of -inf
+    (NaN, as torch gives), a row -inf but for one column, and values near ±1e4?"""
+    m, n = shape
+    x = torch.randn(n, m, generator=torch.Generator().manual_seed(SEED)).t()
+    x[1] = float("-inf")
+    x[2, 1:] = float("-inf")
+    x[3] = x[3].sign() * 1e4 + x[3]
+    out = team_of_one(x)
+    torch.testing.assert_close(out, torch.softmax(x.double(), 1).float(), equal_nan=True)
+    assert out[1].isnan().all() and out[2, 0] == 1
+
+
 def test_a_team_is_refused_in_the_interpreter():
     """Is a team of several programs refused in the interpreter, which would wait forever,
     with what to do instead?"""
@@ -141,11 +156,11 @@ def test_transposed_view_gets_many_rows_per_tile():
 
 def test_wide_transposed_rows_take_a_team_on_a_gpu():
     """On a GPU, is a transposed row whose tile would hold less than a sector of each column
-    read once by a team of programs holding 16 fp32 rows (32 fp16) of 512 columns (256),
-    wider members for wider rows, up to MOST_TEAM of them, and a wider row split into the
-    pair?"""
+    read once by a team of programs holding a 128-byte line of each column (32 fp32 rows) of
+    256 columns, 64 bytes (16 rows) of wider spans where a row needs them, up to MOST_TEAM
+    members, and a wider row split into the pair?"""
     assert plan(view("transpose", 4096, 4096), teams=MOST_TEAM) == Plan(
-        16, 512, COLUMN_MAJOR, False, splits=8, span=512, num_warps=4, team=True
+        32, 256, COLUMN_MAJOR, False, splits=16, span=256, num_warps=4, team=True
     )
     assert plan(view("transpose", 2048, 16384), teams=MOST_TEAM) == Plan(
         16, 512, COLUMN_MAJOR, False, splits=32, span=512, num_warps=4, team=True
@@ -168,8 +183,12 @@ def test_a_team_is_never_larger_than_the_programs_that_run_at_once():
     """Does a GPU with fewer SMs than a team would need get the split pair, and a row that a
     smaller team covers that team? (Members wait for each other: they must all be running.)"""
     wide = view("transpose", 2048, 16384)
-    assert not plan(wide, teams=16).team
-    assert plan(view("transpose", 2048, 8192), teams=16).splits == 16
+    assert not plan(wide, teams=8).team
+    assert (plan(wide, teams=16).splits, plan(wide, teams=16).span) == (16, 1024)
+    assert plan(view("transpose", 2048, 8192), teams=MOST_TEAM).splits == 32
+    assert plan(view("transpose", 2048, 8192), teams=16) == Plan(
+        16, 512, COLUMN_MAJOR, False, splits=16, span=512, num_warps=4, team=True
+    )
     assert plan(wide).team is False  # the interpreter's limit: 1
 
 
@@ -309,7 +328,8 @@ def test_the_recorded_loads_are_what_the_compiler_gives():
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_every_plan_computes_wide_views_on_the_gpu():
     """On a GPU, do the team (a transposed row of 5000 to 32768 columns), the split pair
-    (wider) and the single tiles match torch in float64, with -inf and ±1e4 rows, twice over
+    (wider) and the single tiles match torch in float64, with -inf and ±1e4 rows, rows whose
+    first 1024 columns are -inf and the rest near -1000, all -inf rows (NaN), twice over
     (a team's words from one launch never pass for the next's)?"""
     from learning.workshops.notebook.testing import expect_cases
 
@@ -323,9 +343,15 @@ def test_every_plan_computes_wide_views_on_the_gpu():
             base = torch.randn(cols, rows, generator=g, device="cuda", dtype=torch.float64)
             base[:40, 1] = float("-inf")
             base[:, 2] = base[:, 2].sign() * 1e4
+            base[:1024, 3] = float("-inf")  # whole members see only -inf, the rest sit low:
+            base[1024:, 3] -= 1000  # their kept exponentials must scale by 0, not overflow
+            base[:, 4] = float("-inf")  # NaN, as torch gives
             x = base.to(dtype).t()
             expected = torch.softmax(x.double(), dim=1)
             atol = 1e-6 if dtype == torch.float32 else 1e-3
             for _ in range(2):
                 out = strided_softmax(x)
-                torch.testing.assert_close(out.double(), expected, rtol=0, atol=atol)
+                torch.testing.assert_close(
+                    out.double(), expected, rtol=0, atol=atol, equal_nan=True
+                )
+                assert out[4].isnan().all()
