@@ -489,6 +489,7 @@ def test_roof_table_of_the_recorded_beyond_run():
         "copy",
         "layout-aware",
         "torch_softmax",
+        "torch_compile",
     ]
     row = next(line for line in table if line.startswith("4096x4096   transpose"))
     best = max(
@@ -504,4 +505,21 @@ def test_roof_table_of_the_recorded_beyond_run():
     )
     assert row.split()[4] == f"{best / roof:.0%}"
     contiguous = next(line for line in table if line.startswith("4096x4096   contiguous"))
-    assert len(contiguous.split()) == 5  # no copy-first bar on contiguous rows
+    assert len(contiguous.split()) == 6  # no copy-first bar on contiguous rows
+
+
+def test_recorded_beyond_run_labels_its_six_bars_apart():
+    """Does the recorded beyond run (six bars a panel: --variants and --torch-compile) draw
+    each panel's bar labels without one running into the next?"""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from learning.workshops.measuring.results import H200_BEYOND
+
+    fig = plots.plot_layouts(load(H200_BEYOND))
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    renderer = canvas.get_renderer()
+    ax = panel(fig, "layouts 4096x4096 cold")
+    boxes = [t.get_window_extent(renderer) for t in ax.get_xticklabels()]
+    assert len(boxes) == 6
+    assert all(left.x1 < right.x0 for left, right in zip(boxes, boxes[1:], strict=False))

@@ -147,7 +147,9 @@ def plot_layouts(results: Results) -> Figure:
     _require_rows(results, FORWARD)
     shapes = _ordered(r.shape for r in results.rows)
     modes = [m for m in MODES if any(r.mode == m for r in results.rows)]
-    fig = Figure(figsize=(max(11.0, 6.8 * len(modes)), 4.6 * len(shapes) + 1.2))
+    # 1.4 inches a bar keeps two-line labels apart (six bars with --variants and --torch-compile)
+    panel = max(6.8, 1.4 * len(_layout_bars(results)))
+    fig = Figure(figsize=(max(11.0, panel * len(modes)), 4.6 * len(shapes) + 1.2))
     fig.set_layout_engine("constrained")
     axes = fig.subplots(len(shapes), len(modes), squeeze=False)
     for i, shape in enumerate(shapes):
