@@ -134,6 +134,10 @@ class Plan:
     num_warps: int = 4
     team: bool = False
 
+    def tiles_exactly(self, m: int, n: int) -> bool:
+        """Whether an m x n view is a whole number of `rows` x `span` blocks (no masks)."""
+        return m % self.rows == 0 and n % self.span == 0
+
 
 def plan(
     x: torch.Tensor,
@@ -214,11 +218,14 @@ def _column_major(m, n, size, all_rows, num_warps, max_block_n, teams) -> Plan:
 
 
 @triton.jit
-def load_tile(X, rows, cols, M, N, SR, SC):
+def load_tile(X, rows, cols, M, N, SR, SC, EVEN: tl.constexpr = False):
     # Tile rows past M read 0, not -inf, so the padding never computes -inf - -inf (NaN).
+    # EVEN: the caller knows every row and column lies in the view, so nothing is masked.
     in_rows = rows[:, None] < M
     mask = in_rows & (cols[None, :] < N)
     x_ptrs = X + rows[:, None] * SR + cols.to(tl.int64)[None, :] * SC  # SC*N can pass 2**31
+    if EVEN:
+        return tl.load(x_ptrs).to(tl.float32), mask
     x = tl.load(x_ptrs, mask=mask, other=-float("inf")).to(tl.float32)
     return tl.where(in_rows, x, 0.0), mask
 
@@ -375,10 +382,7 @@ def team_softmax_kernel(
     member = tl.program_id(0) % TEAM
     rows = block.to(tl.int64) * ROWS + tl.arange(0, ROWS)
     cols = member * SPAN + tl.arange(0, SPAN)
-    if EVEN:
-        x = tl.load(X + rows[:, None] * SR + cols.to(tl.int64)[None, :] * SC).to(tl.float32)
-    else:
-        x, mask = load_tile(X, rows, cols, M, N, SR, SC)
+    x, mask = load_tile(X, rows, cols, M, N, SR, SC, EVEN)
     mine = tl.max(x, axis=1)
     numerator = exp_below(x, safe_shift(mine)[:, None])  # kept: rescaled below
     total = tl.sum(numerator, axis=1)
@@ -460,7 +464,7 @@ def softmax_by_plan(x: torch.Tensor, tiles: Plan) -> torch.Tensor:
                 ROWS=tiles.rows,
                 SPAN=tiles.span,
                 TEAM_P2=splits_p2,
-                EVEN=M % tiles.rows == 0 and N % tiles.span == 0,
+                EVEN=tiles.tiles_exactly(M, N),
                 num_warps=tiles.num_warps,
             )
         elif tiles.splits > 1:
@@ -498,7 +502,7 @@ def evidence(shapes=EVIDENCE_SHAPES, num_warps: int = 4) -> list[str]:
             if tiles.team:
                 kernel, pointers, words = team_softmax_kernel, 3, 1
                 ints = [*ints, tiles.splits, 3]  # 3: an epoch, neither 1 nor a multiple of 16
-                even = int(m % tiles.rows == 0 and n % tiles.span == 0)
+                even = int(tiles.tiles_exactly(m, n))
                 constexprs = [tiles.rows, tiles.span, triton.next_power_of_2(tiles.splits), even]
             elif tiles.splits > 1:
                 kernel, pointers, ints = row_stats_kernel, 3, [*ints, tiles.span]
