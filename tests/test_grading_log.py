@@ -13,7 +13,7 @@ import pytest
 
 from grader import course
 from grader.grading.execute import killing_cell
-from grader.grading.grading_log import GradingLog, read_record, record_paths
+from grader.grading.grading_log import GradingLog, Hold, read_record, record_paths
 from grader.grading.restore import RestoreGradeCells
 from learning.workshops.checking.notebook_runner import DEAD_KERNEL, fail_from
 
@@ -173,3 +173,25 @@ def _restore_warnings(root, nb) -> list[str]:
     finally:
         restore.log.removeHandler(handler)
     return said
+
+
+def test_holds_are_kept_once_each_in_the_record(tmp_path):
+    """Does a record keep each hold once, in order, and read them back as Holds?"""
+    log = GradingLog(tmp_path, "a1", "ada").begin()
+    shell = Hold("screen", "process", "#3", 2, "runs the shell command !ls")
+    replay = Hold("replay", "replay", "hidden_pass3", 0, "no launch", ("hidden_pass3",))
+    log.hold([shell, replay])
+    log.hold([shell])
+    record = read_record(tmp_path, "a1", "ada")
+    assert record.held == [shell, replay]
+    assert "held for review: cell #3, line 2: runs the shell command !ls [process]" in (
+        record_paths(tmp_path, "a1", "ada")[0].read_text()
+    )
+
+
+def test_a_hold_that_is_not_one_is_refused():
+    """Is a record's hold with a wrong field refused with its reason, not taken as given?"""
+    with pytest.raises(ValueError, match="wrong types"):
+        Hold.from_json({"source": "screen", "rule": 1, "cell": "#1", "line": 1, "text": "x"})
+    with pytest.raises(ValueError, match="not a hold"):
+        Hold.from_json({"source": "screen"})

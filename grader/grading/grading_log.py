@@ -38,6 +38,48 @@ UNGRADABLE = "ungradable"
 MAX_FLAGS = 50
 """Source-screen flags kept in a record; a hostile notebook can make thousands."""
 FLAG_CHARS = 300
+MAX_HOLDS = 50
+"""Holds kept in a record, as for flags: a hostile notebook can make thousands."""
+
+
+@dataclass(frozen=True)
+class Hold:
+    """One reason a grade waits for an instructor's review before it is released.
+
+    A hold never changes a point: the grading computes the points as it would without it,
+    and `python -m grader.review` releases them, or adjusts them with a reason. `source`
+    says what found it: "screen" (a reading of the source, `learning.workshops.screen`) or
+    "replay" (the clean room could not replay a kernel launch, so the cases it concerns
+    did not pass). `cells` names the test cells whose points it concerns (empty: the whole
+    grade); `line` is 0 where no line is named."""
+
+    source: str
+    rule: str
+    cell: str
+    line: int
+    text: str
+    cells: tuple[str, ...] = ()
+
+    def __str__(self) -> str:
+        where = f"cell {self.cell}" + (f", line {self.line}" if self.line else "")
+        return f"{where}: {self.text} [{self.rule}]"
+
+    def to_json(self) -> dict:
+        return {**asdict(self), "cells": list(self.cells)}
+
+    @classmethod
+    def from_json(cls, data: object) -> Hold:
+        """A hold as a record stores it; ValueError for anything else."""
+        if not isinstance(data, dict):
+            raise ValueError(f"a hold is a JSON object, not {type(data).__name__}")
+        try:
+            hold = cls(**{**data, "cells": tuple(data.get("cells", ()))})
+        except TypeError as exc:
+            raise ValueError(f"not a hold: {exc}") from None
+        texts = (hold.source, hold.rule, hold.cell, hold.text, *hold.cells)
+        if not all(isinstance(t, str) for t in texts) or not isinstance(hold.line, int):
+            raise ValueError("a hold's fields have the wrong types")
+        return hold
 
 
 @dataclass
@@ -56,6 +98,12 @@ class GradingRecord:
     lines: list[str] = field(default_factory=list)
     submission: str = ""  # submission_fingerprint of what was graded
     answers: dict[str, str] = field(default_factory=dict)  # hand-graded cell -> answer_hash
+    holds: list[dict] = field(default_factory=list)  # Hold.to_json() of each, in order found
+
+    @property
+    def held(self) -> list[Hold]:
+        """Why this grade waits for review (`Hold`s); empty when it does not."""
+        return [Hold.from_json(h) for h in self.holds]
 
     @property
     def outcome(self) -> tuple[str, str]:
@@ -184,6 +232,24 @@ class GradingLog:
         if kept:
             self.say(f"source screen: {len(flags)} flag{'s' * (len(flags) != 1)}")
             self.record.lines += [f"  flagged: {line}" for line in kept]
+            self._write()
+
+    def hold(self, holds: Iterable[Hold]) -> None:
+        """Add reasons to hold this grade for review (`Hold`), each once, at most MAX_HOLDS."""
+        known = {json.dumps(h, sort_keys=True) for h in self.record.holds}
+        added = []
+        for hold in holds:
+            data = hold.to_json()
+            key = json.dumps(data, sort_keys=True)
+            if key in known:
+                continue
+            known.add(key)
+            if len(self.record.holds) < MAX_HOLDS:
+                self.record.holds.append(data)
+                added.append(hold)
+        for hold in added:
+            self.record.lines.append(f"{_now()}  held for review: {str(hold)[:FLAG_CHARS]}")
+        if added:
             self._write()
 
     def finish(self) -> None:
