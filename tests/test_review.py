@@ -436,3 +436,22 @@ def test_the_recheck_confirms_what_the_grading_computed_not_the_review(root):
     assert {s.cell: s.score for s in scores if s.student == "ada"} == {"test_a": 3.0, "test_b": 2.0}
     before = recheck.before_review(root, scores)
     assert {s.cell: s.score for s in before if s.student == "ada"} == {"test_a": 6.0, "test_b": 2.0}
+
+
+@pytest.mark.nbgrader
+def test_nbgrader_regrades_a_decided_submission_and_keeps_the_decision(shared_course, tmp_path):
+    """In a copy of the shared course: the solution held and given a penalty of 3, then
+    regraded by `nbgrader autograde` itself (its earlier grading wiped first): are the 3 points
+    taken again, and the reason in the feedback nbgrader writes?"""
+    root = Path(shutil.copytree(shared_course.root, tmp_path / "course"))
+    held = Hold("screen", "shell-escape", "pass3", 1, "runs a shell command", ("hidden_pass3",))
+    GradingLog(root, ASSIGNMENT, "solution").hold([held])
+    computed = sum(s.score or 0.0 for s in course.cell_scores(root) if s.student == "solution")
+    assert decide(root, "solution", "--penalty", "3", "--reason", "torch computed it")[0] == 0
+    run = course.autograde(root, "--student", "solution")
+    assert run.failed == ()
+    after = sum(s.score or 0.0 for s in course.cell_scores(root) if s.student == "solution")
+    assert after == pytest.approx(computed - 3)
+    course.nbgrader(root, "generate_feedback", ASSIGNMENT, "--student", "solution", "--force")
+    page = (root / "feedback" / "solution" / ASSIGNMENT / f"{NOTEBOOK}.html").read_text()
+    assert REVIEWED in page and "torch computed it" in page

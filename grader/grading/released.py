@@ -5,7 +5,8 @@ grades' `extra_credit`, which nbgrader adds to each cell's score and the noteboo
 its totals, formgrader, the feedback's scores and the export all count them. They are spread
 so that no cell leaves 0 to its points: a penalty takes from the held cells first (the test
 cells the holds name), then from the others in order; an award gives back what the cells of
-a replay hold lost. Cells whose extra credit is the course's own (`AwardExtraCredit`) are left
+a replay hold lost. Only autograded cells take them: those graded by hand are the hand
+grader's, and those whose extra credit is the course's own (`AwardExtraCredit`) are left
 alone. The reason goes into the nbgrader comment of the first held cell that has one (a
 solution cell; nbgrader's feedback shows it under that cell), after what autograde wrote there.
 
@@ -44,11 +45,13 @@ def key_of(grade) -> str:
     return f"{grade.notebook.name}:{grade.name}"
 
 
-def score_of(grade) -> float | None:
-    """A grade's score as nbgrader computes it (`Grade.score`), from the values in memory;
-    None when nothing graded it (nbgrader's 0 then ignores extra credit)."""
-    base = grade.manual_score if grade.manual_score is not None else grade.auto_score
-    return None if base is None else float(base) + float(grade.extra_credit or 0.0)
+def autograded_score(grade) -> float | None:
+    """An autograded cell's score as nbgrader computes it (`Grade.score`), from the values
+    in memory; None for a cell nothing autograded or a person graded (a hand grade is the
+    hand grader's, and may change after the review)."""
+    if grade.auto_score is None or grade.manual_score is not None:
+        return None
+    return float(grade.auto_score) + float(grade.extra_credit or 0.0)
 
 
 def held_cells(holds: Sequence[Hold], verdict: str) -> list[str] | None:
@@ -96,7 +99,7 @@ def _too_many(decision: Decision, available: float, cells: list[str]) -> str:
     flag = f"--{decision.verdict} {available:g}"
     if decision.verdict == PENALTY:
         return (
-            f"a penalty of {decision.points:g} points is larger than the score "
+            f"a penalty of {decision.points:g} points is larger than the autograded score "
             f"({available:g} points): give {flag} or less"
         )
     where = ", ".join(key.split(":", 1)[1] for key in cells) or "none"
@@ -121,7 +124,7 @@ def apply_decision(
     grades = {key_of(g): g for nb in submission.notebooks for g in nb.grades}
     base = {}
     for key, grade in grades.items():
-        score = score_of(grade)
+        score = autograded_score(grade)
         if grade.name not in extra and score is not None:
             base[key] = (score - before.get(key, 0.0), float(grade.max_score))
     decision = review.decision
