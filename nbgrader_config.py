@@ -26,7 +26,9 @@ from grader.grading.feedback import StudentFeedback
 from grader.grading.fresh_start import start_regrades_fresh
 from grader.grading.grading_log import convert_hooks
 from grader.grading.hand_grading import KeepHandGrades, NotGradedYet
+from grader.grading.released import KeepReviewDecisions
 from grader.grading.restore import RestoreGradeCells
+from grader.grading.review_note import ReviewNote
 from grader.grading.submission_files import refuse_irregular_submissions
 from grader.grading.trusted import GradeHiddenCells
 from learning.workshops.notebook.evidence import NOT_WRITTEN
@@ -98,6 +100,7 @@ c.Autograde.autograde_preprocessors = [
     SaveAutoGrades,
     AwardExtraCredit,
     KeepHandGrades,
+    KeepReviewDecisions,
     AssignLatePenalties,
     CheckCellMetadata,
 ]
@@ -111,15 +114,21 @@ c.AwardExtraCredit.points = {"hidden_inplace": 1.0, "hidden_backward": 1.0}
 
 # A hand grade (the prediction) lasts as long as the answer it graded: a resubmission with
 # another answer is graded by hand again (grader/grading/hand_grading.py).
+# A grade held for review (its grading record's holds: the source screen's reading, a launch the
+# clean room could not replay) is computed and kept, not released, until an instructor decides
+# with `python -m grader.review`; a decision lasts as long as the submission it was made for,
+# and KeepReviewDecisions puts its points back after a regrade (grader/grading/released.py).
 
 # Feedback (`nbgrader generate_feedback`, run by `python -m grader.feedback`) says what failed
 # and why, and nothing more: hidden regions are cut out of the sources (their outputs were
 # written student-safe when graded), the graders' sidecars (i1_*.json) are never copied beside
-# a student's notebook, and a cell still to be graded by hand says "not graded yet", not 0.
+# a student's notebook, a cell still to be graded by hand says "not graded yet", not 0, and a
+# held grade says it is under review and why, then what was decided (ReviewNote).
 c.GenerateFeedback.preprocessors = [
     GetGrades,
     StudentFeedback,
     NotGradedYet,
+    ReviewNote,
     CSSHTMLHeaderPreprocessor,
 ]
 c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", "i1_*.json"]

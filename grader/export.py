@@ -8,22 +8,31 @@ exporter keeps nbgrader's columns and adds:
 - `seconds_late`: past the due date (extensions included), from the gradebook;
 - `status`: `graded`; `hand grading pending` (autograded, but a hand-graded cell has no
   grade yet: `not_graded_yet` names it, and the scores count only what is graded so far);
-  `ungradable` (nbgrader has the submission but could not grade it); `missing` (on the
-  roster, nothing submitted); `not graded` (submitted, or resubmitted since it was graded,
-  and not autograded since);
+  `review` (graded, but held for an instructor's review, `grader.grading.decisions`: the
+  grade is computed and kept, not released); `ungradable` (nbgrader has the submission but
+  could not grade it); `missing` (on the roster, nothing submitted); `not graded`
+  (submitted, or resubmitted since it was graded, and not autograded since);
 - `cause`: why an ungradable submission was not graded, from its grading record
-  (`grader.grading.grading_log`), else "no autograded notebook; see the autograde log"; for
-  the other statuses what the score still lacks (a hand grade, a submission time);
+  (`grader.grading.grading_log`), else "no autograded notebook; see the autograde log"; why
+  a held grade is held (each hold's cell, line, words and rule) and the command that
+  decides; for the other statuses what the score still lacks (a hand grade, a submission
+  time);
 - `not_graded_yet`: the hand-graded cells still without a grade, with their points;
 - `lms_late`: `yes` or `no` as the LMS marked the submission (Canvas's `late_`, kept by
-  `grader.collect`), empty when unknown.
+  `grader.collect`), empty when unknown;
+- `held_score`: a held grade's score (after the late penalty), the `score` it would release
+  if accepted (empty unless the status is `review`);
+- `review`: the review decision in force, with its reason ("reviewed: a penalty of 3 points:
+  ..."), or why a held grade waits ("held: not decided yet", or a decision made for an earlier
+  submission, "held again").
 
 `raw_score`, `late_submission_penalty` and `score` are empty unless the status is `graded`
-or `hand grading pending`, so totals and means leave the others out. The penalty is the
-configured late policy (`AssignLatePenalties.plugin_class`, `grader.grading.late`) applied
-to each notebook's current score, as autograde applies it; a manual grade added after
-autograde is penalised alike. Where a late policy applies and a submission has no time, the
-log says so, loudly, and so does its `cause`.
+or `hand grading pending`, so totals and means leave the others out (a held grade until it
+is decided; a decision's points are in the gradebook's scores, `grader.grading.released`).
+The penalty is the configured late policy (`AssignLatePenalties.plugin_class`,
+`grader.grading.late`) applied to each notebook's current score, as autograde applies it; a
+manual grade added after autograde is penalised alike. Where a late policy applies and a
+submission has no time, the log says so, loudly, and so does its `cause`.
 Configured in `nbgrader_config.py` with `c.ExportApp.plugin_class`; run `nbgrader export`
 (`--to FILE`, default `grades.csv`).
 """
@@ -39,6 +48,7 @@ from nbgrader.coursedir import CourseDirectory
 from nbgrader.plugins import CsvExportPlugin
 
 from grader.collect import read_evidence
+from grader.grading.decisions import Review, review_of, visible
 from grader.grading.grading_log import read_record, submission_fingerprint
 from grader.grading.late import notebook_penalty, policy_applies
 
@@ -63,10 +73,14 @@ COLUMNS = (
     "cause",
     "not_graded_yet",
     "lms_late",
+    "held_score",
+    "review",
 )
 
 GRADED, UNGRADABLE, MISSING, NOT_GRADED = "graded", "ungradable", "missing", "not graded"
 HAND_PENDING = "hand grading pending"
+REVIEW = "review"
+DECIDE = "decide with python -m grader.review ASSIGNMENT --student STUDENT"
 NO_NOTEBOOK = "no autograded notebook; see the autograde log"
 NOT_AUTOGRADED = "submitted but not autograded: run nbgrader autograde"
 RESUBMITTED = (
@@ -146,6 +160,15 @@ class StatusCsvExport(CsvExportPlugin):
                 HAND_PENDING,
                 ", ".join(pending),
             )
+        held = [r["student_id"] for r in rows if r["status"] == REVIEW]
+        if held:
+            self.log.warning(
+                "%d grade(s) held for review and not released (status %r, the computed score "
+                "in held_score): %s. Decide with python -m grader.review, then export again.",
+                len(held),
+                REVIEW,
+                ", ".join(held),
+            )
         untimed = [r["student_id"] for r in rows if NO_TIME in r["cause"]]
         if untimed:
             self.log.warning(
@@ -204,11 +227,18 @@ class StatusCsvExport(CsvExportPlugin):
         penalty = sum(
             notebook_penalty(late, student.id, float(n.score), seconds_late) for n in notebooks
         )
-        row.update(
-            raw_score=_number(raw),
-            late_submission_penalty=_number(penalty),
-            score=_number(max(0.0, raw - penalty)),
-        )
+        scores = {
+            "raw_score": _number(raw),
+            "late_submission_penalty": _number(penalty),
+            "score": _number(max(0.0, raw - penalty)),
+        }
+        review = review_of(Path(coursedir.root), assignment.name, student.id)
+        row["review"] = review.words()
+        if review.held:
+            cause = held_cause(review, assignment.name, student.id)
+            row.update(status=REVIEW, cause="; ".join([cause, *notes]), held_score=scores["score"])
+            return row
+        row.update(scores)
         return row
 
     def _coursedir(self) -> CourseDirectory:
@@ -221,6 +251,14 @@ class StatusCsvExport(CsvExportPlugin):
         from nbgrader.preprocessors import AssignLatePenalties
 
         return AssignLatePenalties(parent=self).plugin_class(parent=self)
+
+
+def held_cause(review: Review, assignment: str, student: str) -> str:
+    """Why a grade is held: each hold's cell, line, words and rule (student text made
+    visible, never acted on), and the command that decides."""
+    holds = "; ".join(visible(str(hold)) for hold in review.holds)
+    decide = DECIDE.replace("ASSIGNMENT", assignment).replace("STUDENT", student)
+    return f"held for review: {holds}: {decide}"
 
 
 def not_graded_yet(notebooks) -> list[str]:

@@ -10,7 +10,8 @@ command, for each student the gradebook has a submission of:
 - graded: the late penalty is stored again from the current score (hand grades included,
   `grader.grading.late.refresh_penalties`, as the export computes it), then
   `nbgrader generate_feedback --force` writes the feedback afresh (the course's feedback
-  preprocessors: hidden tests cut out, hand-graded cells "not graded yet" until they are);
+  preprocessors: hidden tests cut out, hand-graded cells "not graded yet" until they are, a
+  grade held for review says so and why, `grader.grading.review_note`);
 - ungradable: one page in place of the notebook's feedback says the submission could not
   be graded, why, and what to do (`UNGRADABLE_PAGE`);
 - resubmitted since it was graded: its old feedback is removed and none is written until it
@@ -52,6 +53,7 @@ class FeedbackRun:
     """Who got which feedback."""
 
     graded: list[str] = field(default_factory=list)
+    held: list[str] = field(default_factory=list)  # graded, held for review: told so
     ungradable: list[str] = field(default_factory=list)
     resubmitted: list[str] = field(default_factory=list)
 
@@ -88,6 +90,7 @@ def _sort(root: Path, assignment: str, run: FeedbackRun) -> dict[str, tuple[list
     from nbgrader.api import MissingEntry
 
     from grader.export import GRADED, UNGRADABLE, submission_outcome
+    from grader.grading.decisions import review_of
     from grader.grading.late import course_late_plugin, refresh_penalties
 
     plugin = course_late_plugin(root)
@@ -104,6 +107,8 @@ def _sort(root: Path, assignment: str, run: FeedbackRun) -> dict[str, tuple[list
             if status == GRADED:
                 run.graded.append(student.id)
                 refresh_penalties(submission, plugin)
+                if review_of(root, assignment, student.id).held:
+                    run.held.append(student.id)
             elif status == UNGRADABLE:
                 run.ungradable.append(student.id)
                 ungradable[student.id] = (names, str(submission.timestamp or ""), cause)
@@ -156,6 +161,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"feedback: {exc}", file=sys.stderr)
         return 2
     print(f"feedback written for {len(run.graded)} graded submissions")
+    if run.held:
+        print(f"held for review, told so: {', '.join(run.held)} (python -m grader.review)")
     if run.ungradable:
         print(f"could not be graded, told so: {', '.join(run.ungradable)}")
     if run.resubmitted:

@@ -40,6 +40,7 @@ IGNORED = (
     "gradebook.db",
     "/.nbgrader.log",
     "/grading_log/",
+    "/reviews/",
     f"/{SECRET_FILE}",
     "/dist/",
     "/reports/",

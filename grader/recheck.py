@@ -9,8 +9,8 @@ still says what they found: it takes each submission's own definitions (solution
 cells, nothing else), runs every hidden correctness check again in sandboxed child processes
 on the cases drawn for that submission, reads the timing cell's points from the record the
 trusted side wrote (it does not time again), and lists every cell where the gradebook and
-the recheck disagree. Exit status: 0 when they agree, 1 when any disagree, 2 for a usage
-error.
+the recheck disagree (a review decision's points aside: `grader.review`). Exit status: 0
+when they agree, 1 when any disagree, 2 for a usage error.
 
 `--student S` (repeatable) rechecks only those students. A progress line per student goes
 to stderr as each one is done (each takes tens of seconds on a CPU), so stdout keeps only
@@ -26,7 +26,7 @@ import json
 import sys
 import time
 from collections.abc import Callable, Collection
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import nbformat
@@ -35,6 +35,7 @@ from grader import course
 from grader.gradebook import GradebookError, add_gradebook_option, gradebook_url, sqlite_file
 from grader.grading.course_cells import course_cells_of
 from grader.grading.extra_credit import configured_points
+from grader.grading.grading_log import read_record
 from grader.grading.hidden import FUNCTION_CHECKS, run_function_check, run_hidden
 from grader.grading.readiness import ready_to_grade
 from grader.grading.runner import Runner, sandboxed_copy
@@ -121,7 +122,7 @@ def recheck_course(
     fresh recheck, over all submissions (or those of `students`); `progress` is told as
     each student is done."""
     url = gradebook_url(root, url)
-    scores = {(s.student, s.cell): s for s in course.cell_scores(root, url)}
+    scores = {(s.student, s.cell): s for s in before_review(root, course.cell_scores(root, url))}
     folders = [
         folder
         for folder in sorted((root / "autograded").glob(f"*/{course.ASSIGNMENT}"))
@@ -143,6 +144,23 @@ def recheck_course(
         if progress is not None:
             progress(done, len(folders), student, found, time.monotonic() - started)
     return disagreements
+
+
+def before_review(root: Path, scores: list[course.CellScore]) -> list[course.CellScore]:
+    """The gradebook's cell scores less the points a review decision added to them
+    (`grader.grading.released`, as each student's grading record keeps them): the recheck
+    confirms what the grading computed."""
+    notebook = course.NOTEBOOK.removesuffix(".ipynb")
+    added = {}
+    for student in {s.student for s in scores}:
+        record = read_record(root, course.ASSIGNMENT, student)
+        added[student] = record.adjusted if record else {}
+    return [
+        replace(s, score=round(s.score - added[s.student][f"{notebook}:{s.cell}"], 6))
+        if s.score is not None and f"{notebook}:{s.cell}" in added[s.student]
+        else s
+        for s in scores
+    ]
 
 
 def progress_line(done: int, of: int, student: str, found: list, seconds: float) -> str:

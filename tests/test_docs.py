@@ -26,6 +26,7 @@ from docs_commands import README, REPO, doc, page, pages
 from packaging.requirements import Requirement
 from test_instructor_workflow import workflow_commands
 from test_page_api import PAGE_COMMANDS, page_command
+from test_review import review_commands
 
 from grader import course
 
@@ -93,10 +94,11 @@ def run_here() -> set[str]:
 
 def test_every_command_shown_is_run_by_a_test_or_says_why_not():
     """Is every command of the pages' shell blocks run by a test (here, the term's by
-    test_instructor_workflow, the page's benchmark by test_page_api), or in NOT_RUN with its
-    reason, and does NOT_RUN name only commands still shown that no test runs?"""
+    test_instructor_workflow, the page's benchmark by test_page_api, the review's by
+    test_review), or in NOT_RUN with its reason, and does NOT_RUN name only commands still
+    shown that no test runs?"""
     commands = shown()
-    run = run_here() | set(workflow_commands()) | set(PAGE_COMMANDS)
+    run = run_here() | set(workflow_commands()) | set(PAGE_COMMANDS) | set(review_commands())
     untested = {c: where for c, where in commands.items() if c not in run and c not in NOT_RUN}
     assert untested == {}, f"shown, but neither run by a test nor in NOT_RUN: {untested}"
     assert [c for c in NOT_RUN if c not in commands] == [], "NOT_RUN names a command not shown"

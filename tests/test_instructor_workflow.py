@@ -170,6 +170,8 @@ def test_a_whole_term_through_the_instructor_guide(tmp_path, monkeypatch):
     )
     said = run(root, [*steps[2], *steps[3], *steps[4], *steps[5]])
     assert "new: 12345, 23456" in said[steps[2][0]]
+    review = next(line for line in steps[5] if line.startswith("python -m grader.review "))
+    assert said[review] == f"No grade of {course.ASSIGNMENT} is held for review.\n"
     first = grades(root)
     assert (first[JANE]["status"], first[JANE]["not_graded_yet"]) == ("graded", "")
     assert first[BOB]["status"] == "hand grading pending"

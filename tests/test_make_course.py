@@ -18,7 +18,15 @@ from grader import make_course
 from grader.course import ASSIGNMENT, NOTEBOOK, REPO
 from grader.seeding import FILE as SECRET_FILE
 
-STUDENT_DATA = ("/submitted/", "/autograded/", "/feedback/", "gradebook.db", f"/{SECRET_FILE}")
+STUDENT_DATA = (
+    "/submitted/",
+    "/autograded/",
+    "/feedback/",
+    "gradebook.db",
+    "/grading_log/",
+    "/reviews/",
+    f"/{SECRET_FILE}",
+)
 
 
 def command(*args: str, cwd: Path) -> subprocess.CompletedProcess:

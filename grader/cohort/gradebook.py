@@ -17,6 +17,7 @@ from grader.cohort.records import (
     CohortError,
     StudentRecord,
 )
+from grader.grading.decisions import visible
 from grader.grading.extra_credit import configured_points
 
 PROGRESS_FROM = 50
@@ -144,6 +145,7 @@ def _student_record(gradebook, course: Path, assignment: str, student: str, late
     from grader.grading.late import notebook_penalty
 
     graded = read_record(course, assignment, student)
+    review = _review(course, graded, status)
     seconds_late = float(submission.total_seconds_late)
     return StudentRecord(
         student,
@@ -162,7 +164,21 @@ def _student_record(gradebook, course: Path, assignment: str, student: str, late
             notebook_penalty(late, student, float(nb.score), seconds_late)
             for nb in submission.notebooks
         ),
+        held=review.held,
+        holds=tuple(visible(str(hold)) for hold in review.holds),
+        review=review.words(),
     )
+
+
+def _review(course: Path, graded, status: str):
+    """Where the review of a graded submission's grade stands (`grader.grading.decisions`);
+    an ungradable one, or one without a record, has none."""
+    from grader.export import UNGRADABLE
+    from grader.grading.decisions import Review, review_of_record
+
+    if graded is None or status == UNGRADABLE:
+        return Review()
+    return review_of_record(Path(course), graded)
 
 
 def _grades(submission) -> dict[tuple[str, str], CellGrade]:

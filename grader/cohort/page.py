@@ -5,6 +5,7 @@ flagged for review and the scores per student and cell, filled into the template
 from __future__ import annotations
 
 import html
+from collections.abc import Iterable
 from importlib.resources import files
 from pathlib import Path
 from string import Template
@@ -12,7 +13,7 @@ from string import Template
 import pandas as pd
 
 from grader.cohort.figures import PLOTS, missing_plots_note
-from grader.cohort.records import OPTIONAL_KINDS, Report
+from grader.cohort.records import OPTIONAL_KINDS, Report, StudentRecord
 from grader.cohort.summary import summary_lines
 from grader.cohort.tables import wide_table
 from grader.cohort.timings import (
@@ -41,7 +42,7 @@ def write_html(report: Report, out: Path, pngs: list[Path], tables: list[Path]) 
         figures=_figures(pngs, missing_plots_note(report)),
         refused_title=html.escape(REFUSED_SECTION),
         refused=_refused_html(report, refused_csv),
-        scores=_scores_html(report.table),
+        scores=_scores_html(report.table, report.cohort.students),
         downloads=_links([p for p in tables if p not in refused_csv]),
     )
     path = out / "index.html"
@@ -116,8 +117,11 @@ def _figures(pngs: list[Path], missing: str) -> str:
     return "\n".join(figures + note)
 
 
-def _scores_html(table: pd.DataFrame) -> str:
-    """The wide table: a row per student, a column per cell, coloured by outcome."""
+def _scores_html(table: pd.DataFrame, students: Iterable[StudentRecord] = ()) -> str:
+    """The wide table: a row per student, a column per cell, coloured by outcome; a grade
+    held for review (among `students`) shows its computed scores, and "held for review"
+    where the exported score would be."""
+    held = {r.student for r in students if r.held}
     cells = table.drop_duplicates("cell").sort_values("position")
     head = "".join(
         f'<th title="{html.escape(c.kind)}">{html.escape(c.cell).replace("_", "_<wbr>")}<br>'
@@ -129,9 +133,11 @@ def _scores_html(table: pd.DataFrame) -> str:
     )
     body = []
     for student, row in wide_table(table).iterrows():
-        scores = "".join(
-            f"<td>{_points(row[column])}</td>" for column in ("total", "late_penalty", "after_late")
-        )
+        scores = "".join(f"<td>{_points(row[column])}</td>" for column in ("total", "late_penalty"))
+        if student in held:
+            scores += '<td class="held">held for review</td>'
+        else:
+            scores += f"<td>{_points(row['after_late'])}</td>"
         body.append(
             f"<tr><th>{html.escape(str(student))}</th>{_score_tds(table, student, row, cells)}"
             f'{scores}<td class="hints">{html.escape(hints.get(student, ""))}</td></tr>'

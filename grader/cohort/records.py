@@ -69,6 +69,9 @@ class StudentRecord:
     unreadable: tuple[str, ...] = ()  # "FILE: reason" of each sidecar present but bad
     no_gpu: bool = False  # its timing cell found no CUDA device (its grading record says so)
     late_penalty: float | None = None  # the export's, from the late policy; None: not graded
+    held: bool = False  # held for review, not released (grader.grading.decisions)
+    holds: tuple[str, ...] = ()  # why: each hold's cell, line, words and rule
+    review: str = ""  # where the review stands: "held: ...", "reviewed: ...", "" never held
 
 
 @dataclass
@@ -107,6 +110,9 @@ class Summary:
     late_points: tuple[tuple[str, float], ...] = ()  # (student, points the late policy took)
     optional: tuple[tuple[str, int, int, int], ...] = ()  # (cell, earned, tried, skipped)
     timing_refused: tuple[Refusal, ...] = ()  # shapes and timings that earned 0, and why
+    held: tuple[tuple[str, float, tuple[str, ...], str], ...] = ()  # (student, computed
+    # points, holds, the review's words) of each grade held for review, not released
+    reviewed: tuple[tuple[str, str], ...] = ()  # (student, the decision in force)
 
 
 @dataclass

@@ -22,6 +22,8 @@ def summarize(cohort: Cohort, table: pd.DataFrame) -> Summary:
     """The report's headline numbers."""
     summed = totals(table)
     graded = summed[summed["status"] == "graded"]
+    held = {r.student for r in cohort.students if r.held}
+    released = graded[~graded.index.isin(held)]
     reasons = table.drop_duplicates("student").set_index("student")["reason"]
     late = summed[summed["late_seconds"] > 0]["late_seconds"]
     faulty = table[table["status"] == "internal error"]
@@ -53,10 +55,16 @@ def summarize(cohort: Cohort, table: pd.DataFrame) -> Summary:
         unreadable=tuple((r.student, why) for r in cohort.students for why in r.unreadable),
         no_gpu=tuple(dict.fromkeys(no_gpu["student"])),
         no_gpu_points=float(no_gpu.drop_duplicates("cell")["max_score"].sum()),
-        mean_after_late=float(graded["after_late"].mean()) if len(graded) else math.nan,
+        mean_after_late=float(released["after_late"].mean()) if len(released) else math.nan,
         late_points=tuple((str(s), float(v)) for s, v in graded["late_penalty"].items() if v > 0),
         optional=extra_credit_counts(table),
         timing_refused=refusals({r.student: r.timing for r in cohort.students}),
+        held=tuple(
+            (r.student, float(summed.loc[r.student, "total"]), r.holds, r.review)
+            for r in cohort.students
+            if r.held
+        ),
+        reviewed=tuple((r.student, r.review) for r in cohort.students if r.review and not r.held),
     )
 
 
@@ -81,6 +89,7 @@ def summary_lines(report: Report) -> list[str]:
     """The summary, one plain sentence per line."""
     s = report.summary
     return [
+        *_held_lines(report),
         *_who_lines(s),
         _score_line(s),
         *_optional_lines(s),
@@ -90,6 +99,23 @@ def summary_lines(report: Report) -> list[str]:
         *_refused_lines(s),
         *_roof_lines(report),
     ]
+
+
+def _held_lines(report: Report) -> list[str]:
+    """First: the grades held for review, not released, each with its holds' rules and lines
+    and why it waits; then those reviewed, with the decision in force."""
+    s = report.summary
+    lines = []
+    if s.held:
+        decide = f"python -m grader.review {report.cohort.assignment}"
+        lines.append(f"Held for review, not released: {len(s.held)} (decide with {decide}).")
+    for student, points, holds, words in s.held:
+        again = f" {words[0].upper()}{words[1:]}." if words.endswith("held again") else ""
+        lines.append(f"Held: {student} ({points:g} points computed): {'; '.join(holds)}.{again}")
+    lines += [
+        f"Reviewed: {student}: {words.removeprefix('reviewed: ')}." for student, words in s.reviewed
+    ]
+    return lines
 
 
 def _who_lines(s: Summary) -> list[str]:

@@ -16,7 +16,9 @@ and `timestamp.txt` in `submitted/`), so that a resubmission collected since sho
 (`changed_since_graded`: `grader.parallel --changed` grades those, the export and feedback
 refuse to show the old grades for them), and the fingerprint of each hand-graded answer
 (`answers`, `grader.grading.hand_grading`), carried from one grading to the next, so that a
-hand grade stays exactly as long as the answer it graded.
+hand grade stays exactly as long as the answer it graded. An instructor's review decision on a
+held grade is kept apart (`grader.grading.decisions`); what it added to the gradebook in this
+grading is recorded here (`adjusted`), so that a new decision replaces it.
 """
 
 from __future__ import annotations
@@ -99,6 +101,7 @@ class GradingRecord:
     submission: str = ""  # submission_fingerprint of what was graded
     answers: dict[str, str] = field(default_factory=dict)  # hand-graded cell -> answer_hash
     holds: list[dict] = field(default_factory=list)  # Hold.to_json() of each, in order found
+    adjusted: dict[str, float] = field(default_factory=dict)  # notebook:cell -> review points
 
     @property
     def held(self) -> list[Hold]:
@@ -251,6 +254,12 @@ class GradingLog:
             self.record.lines.append(f"{_now()}  held for review: {str(hold)[:FLAG_CHARS]}")
         if added:
             self._write()
+
+    def reviewed(self, adjusted: dict[str, float], line: str) -> None:
+        """Record the points a review decision added to each cell in the gradebook
+        (`grader.grading.released`), replacing any earlier decision's, and say why."""
+        self.record.adjusted = dict(adjusted)
+        self.say(line)
 
     def finish(self) -> None:
         """nbgrader graded the submission."""
