@@ -65,7 +65,7 @@ def test_the_log_names_each_hold_beside_what_passed(tmp_path):
     text = record_paths(tmp_path, course.ASSIGNMENT, "ada")[0].read_text()
     assert "source screen: 1 finding (0.4 s)" in text
     assert f"held for review: cell #27, line 4: `{FINDING.code}` calls subprocess.run" in text
-    assert "checked() (0.0 s): passed, held for review (1 source-screen holds above)" in text
+    assert "checked() (0.0 s): passed, held for review (1 source-screen hold above)" in text
     assert read_record(tmp_path, course.ASSIGNMENT, "ada").held == screen_holds(
         Screened((FINDING,))
     )

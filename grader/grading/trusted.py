@@ -170,4 +170,5 @@ class GradeHiddenCells(NbGraderPreprocessor):
         if log is not None:
             log.say(screen_summary(screened))
             log.hold(holds)
-        return f", held for review ({len(holds)} source-screen holds above)" if holds else ""
+        count = f"{len(holds)} source-screen hold{'s' * (len(holds) != 1)}"
+        return f", held for review ({count} above)" if holds else ""
