@@ -201,6 +201,8 @@ HELD = {
         "import sys\n\ndef f():\n    return sys.modules['learning.workshops.checking.cases']\n",
         "def f(g):\n    return g.__globals__\n",
         "import builtins\n\ndef f():\n    return builtins.print\n",
+        "def f():\n    return torch.sys._getframe(0)\n",
+        "import os\n\ndef f():\n    return os.sys.modules\n",
     ],
     "native-code": [
         "def f():\n    __import__('ctypes').string_at(0)\n",
@@ -211,6 +213,12 @@ HELD = {
     ],
     "process": [
         "import threading\n\ndef f():\n    threading.Thread(target=print).start()\n",
+        "import os\n\ndef f():\n    return getattr(os, 'fork')()\n",
+        "def f():\n    return __import__('os').fork()\n",
+        "from os import fork as spawn\n\ndef f():\n    return spawn()\n",
+        "import os\n\ndef setup():\n    global spawn\n    spawn = os.fork\n\n"
+        "def f():\n    return spawn()\n",
+        "import importlib\n\ndef f():\n    return importlib.import_module('os').fork()\n",
         "import subprocess as sp\n\nrun = sp.run\n\ndef f():\n    run(['ls'])\n",
         "import os\n\ndef f():\n    return os.fork()\n",
         "import signal\n\ndef f():\n    signal.alarm(1)\n",
@@ -370,6 +378,15 @@ def test_aliases_that_feed_each_other_stay_small():
     assert [f.what for f in held] == [f"binds {n} to more than {MEANINGS} names" for n in names]
 
 
+def test_code_nested_too_deep_to_read_holds_the_notebook(tmp_path):
+    """Is a function nested deeper than Python's parser goes (which the checks' loader
+    cannot load either) a reading that could not finish, not a notebook passed unread?"""
+    path = tmp_path / course.NOTEBOOK
+    deep = "def f(a):\n    return " + "+".join(["a"] * 20_000) + "\n"
+    nbformat.write(notebook(None, deep), path)
+    assert screen_file(path).unfinished == "its code is nested too deep to read"
+
+
 def test_the_reading_child_keeps_its_bounds(tmp_path):
     """Does the screen's child report what it found, and stop at its time and memory bounds
     with the reason, so that grading holds the notebook instead of stalling on it?"""
@@ -413,8 +430,8 @@ def test_a_finding_that_is_not_one_is_refused():
 
 
 def test_the_threat_model_names_every_rule():
-    """Does docs/grading.md's table of the screen's rules give a row to every rule it has,
-    and only those (a dropped rule is in its own table)?"""
+    """Does docs/grading.md's table of the screen's rules give a row to every rule it has
+    (the rules it dropped are in a table of their own)?"""
     table = doc("grading.md").section("What the source screen reads")
     rows = re.findall(r"^\| `([a-z-]+)` \|", "\n".join(table.lines), flags=re.M)
     kept = [r for r in rows if r in RULES]

@@ -44,8 +44,11 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         print(f"screen: cannot read {args.file}: {exc}", file=sys.stderr)
         return 2
-    except (MemoryError, RecursionError) as exc:
-        print(f"screen: the reading failed: {type(exc).__name__}", file=sys.stderr)
+    except MemoryError:
+        print("screen: MemoryError", file=sys.stderr)  # running.py words it with the bound
+        return 3
+    except RecursionError:
+        print("screen: its code is nested too deep to read", file=sys.stderr)
         return 3
     screened = Screened(tuple(found[:MAX_FINDINGS]), max(0, len(found) - MAX_FINDINGS))
     if args.json:

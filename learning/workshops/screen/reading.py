@@ -43,6 +43,7 @@ from learning.workshops.screen.rules import (
     NAMES,
     PRIVATE_UNDER,
     RAW_MEMORY,
+    REEXPORTED,
     RULES,
     TENSOR_BASES,
     UNTOUCHED,
@@ -345,8 +346,18 @@ def _called(node: ast.Call, name: str) -> bool:
 
 @functools.lru_cache(maxsize=4096)
 def rule_of(name: str) -> str | None:
-    """The rule a use of the dotted name `name` breaks, or None."""
+    """The rule a use of the dotted name `name` breaks, or None; a name reached through a
+    module another hands out (`torch.sys._getframe`) is read as that module's too."""
     parts = name.split(".")
+    for at in range(1, len(parts)):
+        if parts[at] in REEXPORTED:
+            rule = _rule_of(parts[at:])
+            if rule:
+                return rule
+    return _rule_of(parts)
+
+
+def _rule_of(parts: list[str]) -> str | None:
     for length in range(len(parts), 0, -1):
         prefix = ".".join(parts[:length])
         rule = NAMES.get(prefix) or WHOLE_MODULES.get(prefix)
@@ -420,6 +431,8 @@ class Reader:
                     self.find("monkeypatch", node, f"changes {base} with .{func.attr}()")
         if isinstance(func, ast.Name) and func.id in LOOKUPS and node.args:
             self.lookup(node, func.id)
+            if func.id == "getattr" and self.outermost(node):
+                self.dotted(node)  # getattr(os, "fork") is os.fork
         if _called(node, "type") and len(node.args) == 3:
             self.find("dynamic-code", node, "builds a class with type()")
         if self.names.is_import_module(node) and not _literal_first(node):

@@ -186,6 +186,12 @@ NAMES = {
 """Dotted names (and their attributes) that break a rule; the rest of their module does not
 (`threading.Lock`, `os.environ.get`, `inspect.signature`, `gc.collect` are ordinary)."""
 
+REEXPORTED = frozenset(
+    "sys os io builtins ctypes gc inspect importlib subprocess threading multiprocessing "
+    "socket signal pickle marshal _thread mmap traceback operator types".split()
+)
+"""Modules other modules hand out as attributes (`torch.sys`, `os.sys`, `np.os`): a dotted
+name through one is read as a name of that module too."""
 PRIVATE_UNDER = ("torch", "triton")
 """Packages whose private names (`torch._C`, `triton.runtime._allocation`) are dispatch
 internals: the public API of both does all the course asks."""
