@@ -152,6 +152,8 @@ ORDINARY = {
     "numpy in a helper": "import numpy as np\n\ndef padded(a):\n    return np.append(a, [0.0])\n",
     "sys.version": "import sys\n\ndef where():\n    return sys.version, sys.platform\n",
     "do_bench": "def bench(x):\n    return triton.testing.do_bench(lambda: strided_softmax(x))\n",
+    "a stream of its own": "def on_a_stream(x):\n    with torch.cuda.stream(torch.cuda.Stream()):\n"
+    "        return strided_softmax(x)\n",
 }
 """Lines students write, each in a cell of its own after pass 3."""
 
@@ -227,10 +229,6 @@ HELD = {
         "import multiprocessing\n\ndef f():\n    multiprocessing.Process(target=print).start()\n",
         "import atexit\n\nclass Later:\n    atexit.register(print)\n",
     ],
-    "side-stream": [
-        "def f():\n    return torch.cuda.Stream()\n",
-        "def f(s):\n    with torch.cuda.stream(s):\n        pass\n",
-    ],
     "raw-descriptor": [
         "import os\n\ndef f():\n    os.write(3, b'{}')\n",
         "from os import dup2\n\ndef f():\n    dup2(1, 2)\n",
@@ -272,8 +270,8 @@ CASES = [(rule, snippet) for rule, snippets in HELD.items() for snippet in snipp
 )
 def test_what_can_change_the_checks_is_held_where_they_load_it(rule, snippet):
     """Is each way of tampering with the process the checks run in (patching, frames,
-    native code, threads, side streams, raw descriptors, dispatch internals, dynamic code,
-    module files) found with its rule, in a function, a class body or an import?"""
+    native code, threads, raw descriptors, dispatch internals, dynamic code, module files)
+    found with its rule, in a function, a class body or an import?"""
     assert rule in rules(notebook(None, snippet))
 
 
@@ -430,12 +428,13 @@ def test_a_finding_that_is_not_one_is_refused():
 
 
 def test_the_threat_model_names_every_rule():
-    """Does docs/grading.md's table of the screen's rules give a row to every rule it has
-    (the rules it dropped are in a table of their own)?"""
-    table = doc("grading.md").section("What the source screen reads")
-    rows = re.findall(r"^\| `([a-z-]+)` \|", "\n".join(table.lines), flags=re.M)
-    kept = [r for r in rows if r in RULES]
-    assert sorted(kept) == sorted(RULES)
+    """Does docs/grading.md's table of the rules the screen keeps give a row to each of its
+    rules and to nothing else, and its table of dropped rules name none it still has?"""
+    text = "\n".join(doc("grading.md").section("What the source screen reads").lines)
+    kept, dropped = text.split("The rules dropped", 1)
+    ids = re.compile(r"^\| `([a-z-]+)`", flags=re.M)
+    assert sorted(ids.findall(kept)) == sorted(RULES)
+    assert ids.findall(dropped) and not set(ids.findall(dropped)) & set(RULES)
 
 
 def test_the_check_shows_what_grading_would_hold():

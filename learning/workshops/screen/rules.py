@@ -56,12 +56,6 @@ RULES = {
             "never runs those)",
         ),
         Rule(
-            "side-stream",
-            "work on a side stream or in a replayed CUDA graph runs outside the calls the "
-            "timing measures",
-            "launch on the current stream, as a plain kernel launch does",
-        ),
-        Rule(
             "raw-descriptor",
             "raw file descriptors and sockets reach the channel your results are reported on",
             "print to see a value; write files with open() and a name",
@@ -171,15 +165,6 @@ NAMES = {
             "torch.jit.load"
         ).split(),
         "dynamic-code",
-    ),
-    **dict.fromkeys(
-        (
-            "torch.cuda.Stream torch.cuda.stream torch.cuda.set_stream torch.cuda.ExternalStream "
-            "torch.cuda.StreamContext torch.cuda.CUDAGraph torch.cuda.graph torch.cuda.graphs "
-            "torch.cuda.make_graphed_callables torch.cuda.streams torch.Stream "
-            "torch.accelerator.set_stream"
-        ).split(),
-        "side-stream",
     ),
     **dict.fromkeys("os.putenv os.unsetenv".split(), "monkeypatch"),
 }
