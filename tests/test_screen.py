@@ -193,6 +193,8 @@ HELD = {
         "import time\n\ndef f():\n    time.perf_counter = lambda: 0.0\n",
         "from learning.workshops.measuring import timed_calls as t\n\ndef f():\n    del t.serve\n",
         "def f():\n    triton.jit = lambda fn: fn\n",
+        "torch.allclose = torch.isclose\n",  # a "constant" to the loader: it runs in the checks
+        "import os\n\nos.environ['TRITON_INTERPRET'] = '0'\n",  # a literal: it runs there too
     ],
     "interpreter-access": [
         "import sys\n\ndef f():\n    return sys._getframe(1).f_locals\n",
