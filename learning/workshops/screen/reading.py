@@ -25,7 +25,6 @@ child process with a time and memory bound.
 from __future__ import annotations
 
 import ast
-import functools
 import json
 from collections import defaultdict, deque
 from collections.abc import Iterator
@@ -40,14 +39,12 @@ from learning.workshops.screen.rules import (
     LOOKUPS,
     MODULE_FILES,
     MUTATORS,
-    NAMES,
-    PRIVATE_UNDER,
     RAW_MEMORY,
-    REEXPORTED,
     RULES,
     TENSOR_BASES,
     UNTOUCHED,
-    WHOLE_MODULES,
+    rule_of,
+    rule_under,
 )
 
 MEANINGS = 16
@@ -295,14 +292,9 @@ def imported(node: ast.AST) -> Iterator[tuple[str, str]]:
                 yield alias.asname or alias.name, f"{node.module}.{alias.name}"
 
 
-BINDINGS = (
-    ast.Assign,
-    ast.AnnAssign,
-    ast.NamedExpr,
-    ast.FunctionDef,
-    ast.AsyncFunctionDef,
-    ast.Lambda,
-)
+FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+BINDINGS = (ast.Assign, ast.AnnAssign, ast.NamedExpr, *FUNCTIONS)
+"""The nodes that bind a name to a value (`_aliases`)."""
 
 
 def _aliases(node: ast.AST) -> Iterator[tuple[str, ast.expr]]:
@@ -315,12 +307,10 @@ def _aliases(node: ast.AST) -> Iterator[tuple[str, ast.expr]]:
     elif isinstance(node, ast.AnnAssign | ast.NamedExpr) and node.value is not None:
         if isinstance(node.target, ast.Name):
             yield node.target.id, node.value
-    elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+    elif isinstance(node, FUNCTIONS):
         args = node.args
-        defaulted = (args.posonlyargs + args.args)[
-            len(args.posonlyargs + args.args) - len(args.defaults) :
-        ]
-        yield from zip([a.arg for a in defaulted], args.defaults, strict=True)
+        positional = [a.arg for a in args.posonlyargs + args.args][::-1]  # defaults: the last
+        yield from zip(positional, args.defaults[::-1], strict=False)
         for arg, default in zip(args.kwonlyargs, args.kw_defaults, strict=True):
             if default is not None:
                 yield arg.arg, default
@@ -342,29 +332,6 @@ def _literal(node: ast.AST | None) -> str | None:
 
 def _called(node: ast.Call, name: str) -> bool:
     return isinstance(node.func, ast.Name) and node.func.id == name
-
-
-@functools.lru_cache(maxsize=4096)
-def rule_of(name: str) -> str | None:
-    """The rule a use of the dotted name `name` breaks, or None; a name reached through a
-    module another hands out (`torch.sys._getframe`) is read as that module's too."""
-    parts = name.split(".")
-    for at in range(1, len(parts)):
-        if parts[at] in REEXPORTED:
-            rule = _rule_of(parts[at:])
-            if rule:
-                return rule
-    return _rule_of(parts)
-
-
-def _rule_of(parts: list[str]) -> str | None:
-    for length in range(len(parts), 0, -1):
-        prefix = ".".join(parts[:length])
-        rule = NAMES.get(prefix) or WHOLE_MODULES.get(prefix)
-        if rule:
-            return rule
-    private = any(p.startswith("_") and not p.endswith("__") for p in parts[1:])
-    return "dispatch-internals" if parts[0] in PRIVATE_UNDER and private else None
 
 
 class Reader:
@@ -470,7 +437,7 @@ class Reader:
 
     def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
         if any(alias.name == "*" for alias in node.names) and node.module:
-            rule = rule_of(f"{node.module}.*") or _has_rules_under(node.module)
+            rule = rule_under(node.module)
             if rule:
                 self.find("dynamic-code", node, f"imports every name of {node.module} (*)")
 
@@ -531,12 +498,3 @@ VISITS = {
 
 def _literal_first(call: ast.Call) -> bool:
     return bool(call.args) and _literal(call.args[0]) is not None
-
-
-def _has_rules_under(module: str) -> str | None:
-    """A rule some name under `module` breaks (a star import of it hides which)."""
-    prefix = module + "."
-    for name, rule in {**NAMES, **WHOLE_MODULES}.items():
-        if name == module or name.startswith(prefix):
-            return rule
-    return None

@@ -10,11 +10,12 @@ docs/grading.md ("What the source screen reads"); `tests/test_screen.py` ties it
 
 Names are dotted paths as the screen resolves them through imports and plain aliases
 (`import subprocess as sp` makes `sp.run` read `subprocess.run`). A rule applies to a name
-and to every attribute of it (`subprocess` covers `subprocess.run`).
+and to every attribute of it (`subprocess` covers `subprocess.run`): `rule_of`.
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 
@@ -238,3 +239,34 @@ MODULE_FILES = (".py", ".pth", ".so", ".pyc")
 """The suffixes of files Python imports."""
 RAW_MEMORY = ("/proc/self/mem", "/dev/mem", "/proc/self/fd")
 """Paths that read or write a process's memory or descriptors as a file."""
+
+
+@functools.lru_cache(maxsize=4096)
+def rule_of(name: str) -> str | None:
+    """The rule a use of the dotted name `name` breaks, or None; a name reached through a
+    module another hands out (`torch.sys._getframe`) is read as that module's too."""
+    parts = name.split(".")
+    for at in range(1, len(parts)):
+        if parts[at] in REEXPORTED:
+            rule = _rule_of(parts[at:])
+            if rule:
+                return rule
+    return _rule_of(parts)
+
+
+def _rule_of(parts: list[str]) -> str | None:
+    """The rule of the longest prefix of `parts` the tables name, else of a private name."""
+    for length in range(len(parts), 0, -1):
+        prefix = ".".join(parts[:length])
+        rule = NAMES.get(prefix) or WHOLE_MODULES.get(prefix)
+        if rule:
+            return rule
+    private = any(p.startswith("_") and not p.endswith("__") for p in parts[1:])
+    return "dispatch-internals" if parts[0] in PRIVATE_UNDER and private else None
+
+
+def rule_under(module: str) -> str | None:
+    """A rule some name of `module` breaks, or None (a star import of it hides which)."""
+    prefix = module + "."
+    under = (rule for name, rule in {**NAMES, **WHOLE_MODULES}.items() if name.startswith(prefix))
+    return rule_of(f"{module}.*") or next(under, None)
