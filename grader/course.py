@@ -39,7 +39,8 @@ NOISY = (
     ),
 )
 """Edits that keep the solution right but write to stderr: it must still score full marks.
-(Plainly: a raw descriptor or a dynamic import would be flagged by the source screen.)"""
+(Plainly: a raw descriptor or a dynamic import would hold the grade for review, by the
+source screen.)"""
 
 
 class CourseError(Exception):

@@ -33,13 +33,11 @@ import nbformat
 
 from grader import course
 from grader.gradebook import GradebookError, add_gradebook_option, gradebook_url, sqlite_file
-from grader.grading.course_cells import course_cells_of
 from grader.grading.extra_credit import configured_points
 from grader.grading.grading_log import read_record
 from grader.grading.hidden import FUNCTION_CHECKS, run_function_check, run_hidden
 from grader.grading.readiness import ready_to_grade
 from grader.grading.runner import Runner, sandboxed_copy
-from grader.grading.screening import cells_lost, screen_submission
 from grader.grading.timing_record import SIDECAR, load
 from grader.grading.trusted import draw_for
 from grader.isolation.sandbox import SandboxUnavailable
@@ -129,17 +127,14 @@ def recheck_course(
         if (folder / course.NOTEBOOK).is_file() and (not students or folder.parent.name in students)
     ]
     extra = configured_points(root)
-    source = root / "source" / course.ASSIGNMENT / course.NOTEBOOK
-    cells = course_cells_of(nbformat.read(source, as_version=4))
     disagreements = []
     for done, folder in enumerate(folders, 1):
         started = time.monotonic()
         student, notebook = folder.parent.name, folder / course.NOTEBOOK
         draw = draw_for(url, course.ASSIGNMENT, student, root)
         nb = nbformat.read(notebook, as_version=4)
-        lost = cells_lost(screen_submission(nb, source), cells)
         with sandboxed_copy(nb, draw) as runner:
-            found = _recheck_student(student, folder, runner, scores, extra, lost)
+            found = _recheck_student(student, folder, runner, scores, extra)
         disagreements += found
         if progress is not None:
             progress(done, len(folders), student, found, time.monotonic() - started)
@@ -180,20 +175,15 @@ def _recheck_student(
     runner: Runner,
     scores: dict,
     extra: dict[str, float],
-    lost: dict[str, str],
 ) -> list:
     """The disagreements of one student's rechecked cells; an extra-credit cell (0 points
-    of its own) is worth its `extra` credit, a cell the source screen's flags cost (`lost`,
-    `grader.grading.screening`) nothing."""
+    of its own) is worth its `extra` credit."""
     disagreements = []
     for cell in RECHECKED:
         graded = scores.get((student, cell))
         if graded is None:
             continue
-        if cell in lost:
-            fraction, evidence = 0.0, f"flagged by the source screen: {lost[cell]}"
-        else:
-            fraction, evidence = recheck_cell(cell, folder, runner)
+        fraction, evidence = recheck_cell(cell, folder, runner)
         score = round(fraction * (graded.max_score or extra.get(cell, 0.0)), 3)
         if abs((graded.score or 0.0) - score) > 1e-6:
             disagreements.append(

@@ -59,12 +59,6 @@ _LOAD = 'X + row * SR + cols * SC, mask=mask, other=-float("inf")'
 _ALLOC = "y = torch.empty((M, N), dtype=x.dtype, device=x.device)"
 _KERNEL_CELLS = frozenset({"test_pass2", "hidden_pass2", "test_pass3", "hidden_pass3"})
 _WRAPPER_CELLS = frozenset({"test_pass3", "hidden_pass3"})
-_EVERY_TEST_CELL = frozenset(
-    {"test_addresses", "hidden_addresses", "test_pass1", "hidden_pass1", "test_worksheet"}
-    | {"hidden_worksheet"}
-    | _KERNEL_CELLS
-)
-"""What code that tampers (ctypes, say) loses: the source screen's flag costs every test cell."""
 
 COPY_FIRST = (
     Edit(
@@ -286,7 +280,7 @@ _REFERENCE_BUGS: tuple[Bug, ...] = (
                 "    __import__('ctypes').string_at(0)\n    with device_context(x):\n",
             ),
         ),
-        _EVERY_TEST_CELL,
+        _WRAPPER_CELLS,
     ),
     Bug(
         "never-returns",
@@ -320,7 +314,7 @@ _REFERENCE_BUGS: tuple[Bug, ...] = (
                 "    block = triton.next_power_of_2(N)\n",
             ),
         ),
-        _EVERY_TEST_CELL,
+        frozenset({"hidden_pass3"}),
     ),
     Bug(
         "hoards-memory-on-wide-rows",

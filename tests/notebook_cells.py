@@ -17,7 +17,6 @@ from pathlib import Path
 import nbformat
 
 from grader.course import ASSIGNMENT, NOTEBOOK, REPO
-from grader.grading.course_cells import course_cells_of
 from grader.grading.hidden import (
     Draw,
     check_address_table,
@@ -27,7 +26,6 @@ from grader.grading.hidden import (
     run_hidden,
 )
 from grader.grading.hidden_regions import hidden_checks, split_hidden_tests
-from grader.grading.screening import cells_lost, screen_submission
 from learning.workshops.checking.cases import OPS
 from learning.workshops.checking.isolation import Session
 from learning.workshops.checking.loader import load_module, notebook_definitions
@@ -57,11 +55,10 @@ def lost_cells(
     like: Path | None = None,
 ) -> set[str]:
     """The autograded cells of the notebook at `path` that fail, GPU-only cells and those
-    in `skip` left out. Cells the source screen already takes are not run. With `like` (a
-    notebook that loses no cell, the solution), neither are the cells whose code is the
-    same in both (`same_cells`): they score as that notebook's."""
-    screen = screened(path) - skip
-    skip = skip | screen | (same_cells(path, like) if like is not None else set())
+    in `skip` left out. With `like` (a notebook that loses no cell, the solution), the cells
+    whose code is the same in both (`same_cells`) are not run: they score as that
+    notebook's. (The source screen costs no cell: it holds a grade for review.)"""
+    skip = skip | (same_cells(path, like) if like is not None else set())
     namespace = dict(vars(load_module(path)), RESULTS=load(H200_SAMPLE))
     lost = set()
     for grade_id, source in graded_cells(nbformat.read(SOURCE, as_version=4)):
@@ -78,7 +75,7 @@ def lost_cells(
                 _hidden_check(name, args, namespace, path, draw, isolated)
         except Exception:  # noqa: BLE001 - any exception fails the cell, as in nbgrader
             lost.add(grade_id)
-    return lost | screen
+    return lost
 
 
 def definitions(path: Path) -> dict[str, tuple[str, set[str]]]:
@@ -131,19 +128,6 @@ def same_cells(path: Path, like: Path) -> set[str]:
         if all(n in mine and n in theirs and mine[n][0] == theirs[n][0] for n in names):
             same.add(grade_id)
     return same
-
-
-def screened(path: Path) -> set[str]:
-    """The cells the source screen's flags cost the notebook at `path` (as grading scores
-    them, `grader.grading.screening`), GPU-only cells left out."""
-    source = nbformat.read(SOURCE, as_version=4)
-    flags = screen_submission(nbformat.read(path, as_version=4), SOURCE)
-    gpu_only = {
-        grade_id
-        for grade_id, text in graded_cells(source)
-        if any(name in GPU_ONLY for name, _, _ in hidden_checks(split_hidden_tests(text)[1] or ""))
-    }
-    return set(cells_lost(flags, course_cells_of(source))) - gpu_only
 
 
 def _hidden_check(name: str, args: list, namespace: dict, path: Path, draw: Draw, isolated: bool):

@@ -43,7 +43,7 @@ def _submitted(tmp_path, notebook):
 def solution(tmp_path_factory):
     """The solved notebook, which loses no cell (checked below): a submission's cells whose
     code is the solution's are not run again (`notebook_cells.same_cells`), about 3 s of
-    hidden cases saved for a bug of the wrapper, all of them for one the screen fails."""
+    hidden cases saved for a bug of the wrapper."""
     return _submitted(tmp_path_factory.mktemp("solution"), course.solved_notebook(course.REPO))
 
 

@@ -177,11 +177,11 @@ def test_the_transpose_waits_for_the_prediction():
 
 def test_a_prediction_costs_nothing():
     """Does a submission whose prediction line is filled in (the one course line the
-    notebook asks the student to edit) raise no flag in the source screen, so it keeps every
-    point? (A cell that also set `t`, which a test cell sets, read as monkeypatching.)"""
-    from grader.grading.screening import screen_submission
+    notebook asks the student to edit) give the source screen nothing to hold? (A cell that
+    also set `t`, which a course cell sets, once read as monkeypatching.)"""
+    from learning.workshops.screen.reading import findings, notebook_cells
 
     notebook = course.solved_notebook(course.REPO)
     cell = next(c for c in notebook.cells if PREDICTION in c.source)
     cell.source = cell.source.replace(PREDICTION, "predicted = [[0, 3], [1, 4], [2, 5]]")
-    assert screen_submission(notebook, SOURCE) == []
+    assert findings(notebook_cells(notebook)) == []

@@ -1,36 +1,35 @@
-"""The source screen: every rule flags its submissions, obfuscated ones too, and the honest
-set (the solution, every decomposition, the zoo's honest bugs, scratch cells that compare with
-torch) gets no flag. Cheap: notebooks are built in memory, nothing runs."""
+"""The source screen (learning/workshops/screen/): it reads what the checks' children load,
+finds by use what can change what grading reads, leaves ordinary notebook lines alone, and
+stays bounded however the code is built. Cheap: notebooks are built in memory, nothing of
+them runs (one test starts the screen's own child)."""
 
 from __future__ import annotations
 
+import ast
 import copy
 import json
-from types import SimpleNamespace
+import re
+import time
+import tracemalloc
 
 import nbformat
 import pytest
+from docs_commands import doc
 
-from grader import cohort, course
-from grader.cohort.gradebook import _student_record
+from grader import course
 from grader.course import shape_cells
-from grader.grading.grading_log import MAX_FLAGS, GradingLog, read_record, record_paths
-from grader.grading.screen import WHY, Course, Flag, flags_to_text, screen
 from grader.zoo import BUGS, DECOMPOSITIONS, apply, base_source
+from learning.workshops.checking.loader import notebook_definitions
+from learning.workshops.screen import Finding, Screened, report_lines, screen_file
+from learning.workshops.screen.reading import MEANINGS, findings, notebook_cells, read_file
+from learning.workshops.screen.rules import RULES
 
-SOURCE = course.REPO / "source" / course.ASSIGNMENT / course.NOTEBOOK
-COURSE = Course.of(nbformat.read(SOURCE, as_version=4))
 SOLVED = course.solved_notebook(course.REPO)
 
-FLAGGED_BUGS = {
-    "torch-softmax": {"torch-compute", "tensor-copy"},
-    "softmax-beside-kernel": {"torch-compute", "tensor-copy"},
-    **{b.name: {"tensor-copy"} for b in BUGS if b.name.endswith("copies-first")},
-    "segfaults": {"native-code"},
-    "segfaults-on-wide-rows": {"native-code"},
-}
-"""The zoo members the screen flags, by rule: the torch shortcuts and copies the instructions
-forbid, and the crash simulated with ctypes (native code). Every other member is honest."""
+HELD_BUGS = {"segfaults": {"native-code"}, "segfaults-on-wide-rows": {"native-code"}}
+"""The zoo members the screen holds, by rule: the crash simulated with ctypes (native code in
+the wrapper). Every other member, the torch shortcuts and copies included, is left to the
+values: the checks fail them."""
 
 
 def grade_id(cell) -> str | None:
@@ -51,8 +50,12 @@ def notebook(pass3: str | None = None, *added: str, pass2: str | None = None):
     return nb
 
 
+def found(nb) -> list[Finding]:
+    return findings(notebook_cells(nb))
+
+
 def rules(nb) -> set[str]:
-    return {flag.rule for flag in screen(nb, COURSE)}
+    return {finding.rule for finding in found(nb)}
 
 
 def bug_notebook(bug):
@@ -69,359 +72,388 @@ def bug_notebook(bug):
     return nb
 
 
-def test_the_solution_and_the_release_get_no_flag():
-    """Are the solved notebook and the untouched release read without a single flag?"""
-    assert screen(SOLVED, COURSE) == []
-    release = course.REPO / "release" / course.ASSIGNMENT / course.NOTEBOOK
-    assert screen(nbformat.read(release, as_version=4), COURSE) == []
+def test_the_solution_the_source_and_the_release_get_nothing():
+    """Are the solved notebook, the course's source and the untouched release read without
+    a single finding?"""
+    assert found(SOLVED) == []
+    for folder in ("source", "release"):
+        assert read_file(course.REPO / folder / course.ASSIGNMENT / course.NOTEBOOK) == []
 
 
 @pytest.mark.parametrize("shape", DECOMPOSITIONS)
-def test_every_decomposition_gets_no_flag(shape):
+def test_every_decomposition_gets_nothing(shape):
     """Does each correct decomposition (autotune, compiled handle, persistent, ...) pass?"""
-    assert screen(course.shape_notebook(course.REPO, shape), COURSE) == []
+    assert found(course.shape_notebook(course.REPO, shape)) == []
 
 
 @pytest.mark.parametrize("bug", BUGS, ids=lambda b: b.name)
-def test_zoo_members_are_flagged_only_for_what_they_break(bug):
-    """Is an honest bug (wrong strides, no mask, a cache) left alone, and a torch shortcut,
-    a copy or a ctypes crash flagged with its rule?"""
-    assert rules(bug_notebook(bug)) == FLAGGED_BUGS.get(bug.name, set())
+def test_zoo_members_are_held_only_for_native_code(bug):
+    """Is an honest bug (wrong strides, no mask, a cache, a torch shortcut, a copy) left to
+    the values, and the ctypes crash held as native code?"""
+    assert rules(bug_notebook(bug)) == HELD_BUGS.get(bug.name, set())
 
 
-def test_a_flag_names_its_cell_line_and_reason():
-    """Does a torch.softmax in pass 3 say where it is and why, in words a student reads?"""
-    bug = next(b for b in BUGS if b.name == "torch-softmax")
-    flags = [f for f in screen(bug_notebook(bug), COURSE) if f.rule == "torch-compute"]
-    assert flags == [
-        Flag(
-            "torch-compute",
-            "pass3",
-            5,
-            "calls torch.softmax; the direct path must compute in your Triton kernel, not in torch",
-            ("StridedSoftmax", "strided_softmax"),  # the course's autograd op calls it
+def test_a_finding_names_its_cell_line_code_and_reason():
+    """Does a helper that starts a process say where it is, the line and why, in words a
+    student reads?"""
+    helper = "import subprocess\n\ndef gpu_name():\n    return subprocess.run(['nvidia-smi'])\n"
+    nb = notebook(None, helper)
+    position = next(i for i, c in enumerate(nb.cells) if c.source == helper) + 1
+    assert found(nb) == [
+        Finding(
+            "process",
+            f"#{position}",
+            4,
+            "calls subprocess.run",
+            "return subprocess.run(['nvidia-smi'])",
+            "5. Pass 3: the wrapper",
         )
     ]
-    assert str(flags[0]).startswith("cell pass3, line 5: calls torch.softmax;")
-    assert not flags[0].tampering
+    assert str(found(nb)[0]).startswith(f"cell #{position}, line 4: calls subprocess.run: a ")
 
 
-def test_a_cell_the_student_added_is_named_by_its_position():
-    """Is an added cell named #N, its place in the notebook, and its line counted in it?"""
-    nb = notebook(None, "x = 1\nimport ctypes\n")
-    position = next(i for i, c in enumerate(nb.cells) if c.source.startswith("x = 1")) + 1
-    (flag,) = screen(nb, COURSE)
-    assert (flag.cell, flag.line, flag.rule) == (f"#{position}", 2, "native-code")
-    assert flag.tampering
-
-
-WRAPPER = "def strided_softmax(x, num_warps=4):\n"
-TORCH_COMPUTE = {
-    "torch.softmax": WRAPPER + "    return torch.softmax(x, 1)\n",
-    "F alias": "import torch.nn.functional as F\n" + WRAPPER + "    return F.softmax(x, dim=1)\n",
-    "method": WRAPPER + "    return x.softmax(1)\n",
-    "literal getattr": WRAPPER + '    return getattr(torch, "softmax")(x, 1)\n',
-    "import as": "from torch import log_softmax as ls\n" + WRAPPER + "    return ls(x, 1).exp()\n",
-    "lambda": "strided_softmax = lambda x, num_warps=4: torch.softmax(x, 1)\n",
-    "helper": "def helper(t):\n    return torch.special.softmax(t, 1)\n\n"
-    + WRAPPER
-    + "    return helper(x)\n",
-    "closure": "def make():\n    def inner(x, num_warps=4):\n        return torch.softmax(x, 1)\n"
-    "    return inner\n\nstrided_softmax = make()\n",
-    "decorator": "def fallback(fn):\n    def wrapped(x, num_warps=4):\n"
-    "        return torch.softmax(x, -1)\n    return wrapped\n\n@fallback\n"
-    + WRAPPER
-    + "    return None\n",
-    "class": "class Impl:\n    def __call__(self, x, num_warps=4):\n"
-    "        return torch.nn.functional.softmax(x, 1)\n\nstrided_softmax = Impl()\n",
-    "default argument": "def strided_softmax(x, num_warps=4, _f=torch.softmax):\n"
-    "    return _f(x, 1)\n",
-    "registry": 'IMPLS = {}\nIMPLS["f"] = torch.softmax\n\n'
-    + WRAPPER
-    + '    return IMPLS["f"](x, 1)\n',
-    "by hand": WRAPPER + "    e = (x - x.amax(1, keepdim=True)).exp()\n"
-    "    return e / e.sum(1, keepdim=True)\n",
-    "try fallback": WRAPPER + "    try:\n        return launch_softmax(x, num_warps)\n"
-    "    except Exception:\n        return torch.softmax(x, 1)\n",
-    "aten op": WRAPPER + "    return torch.ops.aten._softmax(x, 1, False)\n",
-    "arithmetic": WRAPPER + "    return launch_softmax(x * 1, num_warps)\n",
-    "type of x": WRAPPER + "    return type(x).softmax(x, 1)\n",
-    "getattr on x": WRAPPER + '    return getattr(x, "softmax")(1)\n',
-    "nn module": "from torch import nn\n" + WRAPPER + "    return nn.Softmax(dim=1)(x)\n",
-    "partial": "import functools\n\nsm = functools.partial(torch.softmax, dim=1)\n\n"
-    + WRAPPER
-    + "    return sm(x)\n",
-    "numpy": "import numpy as np\n\n" + WRAPPER + "    return torch.from_numpy(np.exp(x))\n",
-    "global set in a function": "def setup():\n    global impl\n    impl = torch.softmax\n\n"
-    "setup()\n\n" + WRAPPER + "    return impl(x, 1)\n",
-}
-
-
-@pytest.mark.parametrize("snippet", TORCH_COMPUTE.values(), ids=TORCH_COMPUTE)
-def test_torch_computing_the_softmax_is_flagged_however_it_is_reached(snippet):
-    """Is the torch fallback flagged through aliases, lambdas, helpers, closures,
-    decorators, classes, defaults, registries and globals?"""
-    assert "torch-compute" in rules(notebook(snippet))
-
-
-def test_torch_inside_a_kernel_is_flagged_for_each_function_that_launches_it():
-    """Does a @triton.jit kernel that calls torch (runnable under the interpreter) flag, on
-    the path of pass 3's wrapper and of the course's own launch_softmax cell?"""
-    kernel = (
-        "@triton.jit\ndef softmax_kernel(X, Y, SR, SC, N, BLOCK: tl.constexpr):\n"
-        "    torch.softmax(X, 1)\n"
-    )
-    (flag,) = screen(notebook(None, pass2=kernel), COURSE)
-    assert (flag.rule, flag.cell, flag.line) == ("torch-compute", "pass2", 3)
-    assert flag.functions == ("StridedSoftmax", "launch_softmax", "strided_softmax")
-
-
-TENSOR_COPY = {
-    "clone": WRAPPER + "    return launch_softmax(x.clone(), num_warps)\n",
-    "to": WRAPPER + "    return launch_softmax(x.to(torch.float32), num_warps)\n",
-    "float": WRAPPER + "    return launch_softmax(x.float(), num_warps)\n",
-    "torch.clone": WRAPPER + "    return launch_softmax(torch.clone(x), num_warps)\n",
-    "Tensor.contiguous": WRAPPER + "    return launch_softmax(torch.Tensor.contiguous(x))\n",
-    "slice store": WRAPPER
-    + "    y = torch.empty_like(x)\n    y[:] = x\n    return launch_softmax(y)\n",
-    "literal getattr": WRAPPER + '    return launch_softmax(getattr(x, "contiguous")())\n',
-    "indexing": WRAPPER + "    return launch_softmax(x[:, torch.arange(x.shape[1])])\n",
-    "in a helper": "def prepare(t):\n    return t.contiguous()\n\n"
-    + WRAPPER
-    + "    return launch_softmax(prepare(x), num_warps)\n",
-}
-
-
-@pytest.mark.parametrize("snippet", TENSOR_COPY.values(), ids=TENSOR_COPY)
-def test_copying_the_input_is_flagged(snippet):
-    """Is every way of copying x before the kernel flagged as a copy?"""
-    assert "tensor-copy" in rules(notebook(snippet))
-
-
-HONEST_SCRATCH = {
-    "compare with torch": "x = torch.randn(4, 5, device=DEVICE).t()\n"
-    "y = torch.softmax(x, 1)\nassert torch.allclose(strided_softmax(x), y)\n"
-    "print((strided_softmax(x) - torch.softmax(x, 1)).abs().max())\n",
-    "timeit and matplotlib": "%matplotlib inline\nx = torch.randn(64, 64, device=DEVICE)\n"
-    "%timeit -n 3 strided_softmax(x)\n",
+ORDINARY = {
+    "a shell line": "!nvidia-smi\n",
+    "pip in a shell line": "!pip install tqdm\n",
+    "timeit": "x = torch.randn(64, 64, device=DEVICE)\n%timeit -n 3 strided_softmax(x)\n",
+    "time a cell": "%%time\ny = strided_softmax(torch.randn(64, 64, device=DEVICE))\n",
+    "matplotlib inline": "%matplotlib inline\n",
     "autoreload": "%load_ext autoreload\n%autoreload 2\n",
-    "everyday imports": "import math\nimport time\nimport sys\nimport numpy as np\n"
-    "import matplotlib.pyplot as plt\nprint(sys.version, math.pi, time.perf_counter())\n",
-    "the expected tests again": 'expect_cases(strided_softmax, "strided_softmax", ["transpose"])\n',
+    "gc.collect": "import gc\ngc.collect()\n",
+    "empty the cache": "torch.cuda.empty_cache()\n",
+    "inspect.signature": "import inspect\nprint(inspect.signature(strided_softmax))\n",
+    "unused imports": "import gc\nimport inspect\nimport threading\nimport ctypes\n",
+    "a timer named t": "import time\nt = time.perf_counter()\n"
+    "y = strided_softmax(torch.randn(8, 8))\nprint(f'{time.perf_counter() - t:.3f} s')\n",
+    "t as a constant": "t = 0.5\n",
+    "warnings": "import warnings\nwarnings.filterwarnings('ignore', category=UserWarning)\n",
+    "tqdm": "from tqdm.auto import tqdm\n\nfor n in tqdm([8, 16, 32]):\n"
+    "    strided_softmax(torch.randn(n, n))\n",
+    "os.environ.get": "import os\nprint(os.environ.get('TRITON_INTERPRET', 'unset'))\n",
+    "compare with torch": "x = torch.randn(4, 5, device=DEVICE).t()\n"
+    "assert torch.allclose(strided_softmax(x), torch.softmax(x, 1), atol=1e-6)\n"
+    "print((strided_softmax(x) - torch.softmax(x, 1)).abs().max())\n",
+    "a ctypes debug print": "import ctypes\nprint(ctypes.sizeof(ctypes.c_void_p))\n",
+    "plots": "import matplotlib.pyplot as plt\n\nplt.plot([1, 2, 3])\nplt.title('times')\n"
+    "plt.show()\n",
+    "a plotting helper": "import matplotlib.pyplot as plt\n\ndef plot_times(times):\n"
+    "    plt.rcParams['figure.figsize'] = (6, 3)\n    plt.plot(times)\n    plt.show()\n",
+    "assert cells": "y = strided_softmax(torch.randn(3, 5).t())\nassert y.shape == (5, 3)\n"
+    "assert torch.all(y >= 0)\n",
+    "a timing helper": "import gc\nimport time\n\ndef best_of(fn, runs=5):\n"
+    "    gc.collect()\n    torch.cuda.empty_cache()\n    times = []\n    for _ in range(runs):\n"
+    "        t = time.perf_counter()\n        fn()\n        times.append(time.perf_counter() - t)\n"
+    "    return min(times)\n",
     "a helper with math": "import math\n\ndef block_for(n):\n"
     "    return 2 ** math.ceil(math.log2(n))\n",
+    "the expected tests again": 'expect_cases(strided_softmax, "strided_softmax", ["transpose"])\n',
+    "threads and locks in a helper": "import threading\n\nLOCK = threading.Lock()\n\n"
+    "def guarded(fn):\n    with threading.Lock():\n        return fn()\n",
+    "numpy in a helper": "import numpy as np\n\ndef padded(a):\n    return np.append(a, [0.0])\n",
+    "sys.version": "import sys\n\ndef where():\n    return sys.version, sys.platform\n",
+    "do_bench": "def bench(x):\n    return triton.testing.do_bench(lambda: strided_softmax(x))\n",
+    "a stream of its own": "def on_a_stream(x):\n    with torch.cuda.stream(torch.cuda.Stream()):\n"
+    "        return strided_softmax(x)\n",
 }
+"""Lines students write, each in a cell of its own after pass 3."""
 
 
-@pytest.mark.parametrize("snippet", HONEST_SCRATCH.values(), ids=HONEST_SCRATCH)
-def test_honest_scratch_cells_get_no_flag(snippet):
-    """Can a student compare with torch, time, plot and import everyday modules in cells of
-    their own without a flag?"""
-    assert screen(notebook(None, snippet), COURSE) == []
+@pytest.mark.parametrize("snippet", ORDINARY.values(), ids=ORDINARY)
+def test_ordinary_lines_are_nothing(snippet):
+    """Is each ordinary notebook line (shell lines, magics, gc, inspect, timers, plots,
+    unused imports, torch comparing results, helpers of one's own) left alone?"""
+    assert found(notebook(None, snippet)) == []
 
 
-TAMPERING = {
+WRAPPER = SOLVED.cells[next(i for i, c in enumerate(SOLVED.cells) if grade_id(c) == "pass3")].source
+
+
+def test_debug_lines_in_the_wrapper_are_nothing():
+    """Are a debug print of the strides, an environment read and a helper of the student's
+    own inside pass 3's wrapper left alone?"""
+    edited = WRAPPER.replace(
+        "    M, N = matrix(x)\n",
+        "    print(x.stride(), x.storage_offset())\n"
+        "    if os.environ.get('DEBUG'):\n        print(inspect.signature(strided_softmax))\n"
+        "    M, N = matrix(x)\n",
+    )
+    assert edited != WRAPPER
+    assert found(notebook("import inspect\nimport os\n\n" + edited)) == []
+
+
+HELD = {
+    "monkeypatch": [
+        "def f():\n    torch.softmax = None\n",
+        "def f():\n    setattr(torch, 'empty', torch.zeros)\n",
+        "import learning.workshops.checking.cases as c\n\ndef f():\n    c.run_case = None\n",
+        "class Patch:\n    torch.allclose = lambda *args, **kwargs: True\n",
+        "def f():\n    os.environ['TRITON_INTERPRET'] = '0'\n",
+        "import sys\n\ndef f():\n    sys.path.insert(0, '.')\n",
+        "def f(x):\n    x.__class__ = object\n",
+        "import time\n\ndef f():\n    time.perf_counter = lambda: 0.0\n",
+        "from learning.workshops.measuring import timed_calls as t\n\ndef f():\n    del t.serve\n",
+        "def f():\n    triton.jit = lambda fn: fn\n",
+        "torch.allclose = torch.isclose\n",  # a "constant" to the loader: it runs in the checks
+        "import os\n\nos.environ['TRITON_INTERPRET'] = '0'\n",  # a literal: it runs there too
+    ],
     "interpreter-access": [
-        'import sys\nsys.modules["learning.workshops.checking.cases"] = None\n',
-        'import sys as s\nchecker = s.modules["grader.grading.hidden"]\n',
-        "import __main__\n",
-        "import builtins\nbuiltins.print = None\n",
-        "import gc\nobjects = gc.get_objects()\n",
-        'import numpy as np\ndata = np.load("x.npy", allow_pickle=True)\n',
-        "import inspect\nframe = inspect.currentframe()\n",
-        'checker = torch.sys.modules["learning.workshops.checking.cases"]\n',
-        "s = os.sys\nframe = s._getframe(0)\n",
-        "frame = sys._getframe(1).f_globals\n",
-        "try:\n    1 / 0\nexcept Exception as e:\n    up = e.__traceback__.tb_frame.f_back\n",
-        'import importlib\nm = importlib.import_module("os")\n',
-        "%timeit import sys; sys.modules.clear()\n",
-        "async def sneak():\n    import gc\n\nawait sneak()\n",
+        "import sys\n\ndef f():\n    return sys._getframe(1).f_locals\n",
+        "import inspect\n\ndef f():\n    return inspect.currentframe()\n",
+        "import gc\n\ndef f(x):\n    return gc.get_referrers(x)\n",
+        "def f():\n    try:\n        1 / 0\n    except Exception as e:\n"
+        "        return e.__traceback__.tb_frame\n",
+        "import sys\n\ndef f():\n    return sys.modules['learning.workshops.checking.cases']\n",
+        "def f(g):\n    return g.__globals__\n",
+        "import builtins\n\ndef f():\n    return builtins.print\n",
+        "def f():\n    return torch.sys._getframe(0)\n",
+        "import os\n\ndef f():\n    return os.sys.modules\n",
     ],
-    "checker-module": [
-        '__import__("learning.workshops.checking.cases")\n',
-        "from learning.workshops.checking import cases\n",
-        "import grader.reference\n",
-        "from learning.workshops.notebook.testing import run_cases\n",
-        "import learning.workshops.notebook.testing as t\n",
-        "from learning.workshops.notebook.testing import diagnose\n",
-        "import learning.workshops.notebook.testing\n",
-    ],
-    "native-code": ["import ctypes\n", "%%time\nimport ctypes\n", "%load_ext ctypes\n"],
-    "unknown-module": [
-        "import my_helpers\n",
-        'open("statistics.py", "w").write("import ctypes")\n',
-        "from . import sibling\n",
-    ],
-    "raw-descriptor": [
-        'import os\nos.fdopen(3, "w").write("{}")\n',
-        'os.write(5, b"{}")\n',
-        'open(4, "w")\n',
-        "from os import dup2\ndup2(1, 2)\n",
+    "native-code": [
+        "def f():\n    __import__('ctypes').string_at(0)\n",
+        "import ctypes\n\ndef f():\n    return ctypes.CDLL(None)\n",
+        "import ctypes\n\ndef f():\n    return ctypes.c_int.from_address(0)\n",
+        "def f():\n    return open('/proc/self/mem', 'wb')\n",
+        "import torch.utils.cpp_extension as ext\n\ndef f():\n    ext.load_inline('m', '')\n",
     ],
     "process": [
-        "import signal\n",
-        "import threading\n",
-        "import subprocess\n",
-        "pid = os.fork()\n",
-        "!ls /\n",
-        "%%bash\nls\n",
+        "import threading\n\ndef f():\n    threading.Thread(target=print).start()\n",
+        "import os\n\ndef f():\n    return getattr(os, 'fork')()\n",
+        "def f():\n    return __import__('os').fork()\n",
+        "from os import fork as spawn\n\ndef f():\n    return spawn()\n",
+        "import os\n\ndef setup():\n    global spawn\n    spawn = os.fork\n\n"
+        "def f():\n    return spawn()\n",
+        "import importlib\n\ndef f():\n    return importlib.import_module('os').fork()\n",
+        "import subprocess as sp\n\nrun = sp.run\n\ndef f():\n    run(['ls'])\n",
+        "import os\n\ndef f():\n    return os.fork()\n",
+        "import signal\n\ndef f():\n    signal.alarm(1)\n",
+        "from concurrent.futures import ThreadPoolExecutor\n\ndef f():\n"
+        "    return ThreadPoolExecutor(2)\n",
+        "import multiprocessing\n\ndef f():\n    multiprocessing.Process(target=print).start()\n",
+        "import atexit\n\nclass Later:\n    atexit.register(print)\n",
     ],
-    "side-stream": ["side = torch.cuda.Stream()\n", "with torch.cuda.stream(s):\n    pass\n"],
+    "raw-descriptor": [
+        "import os\n\ndef f():\n    os.write(3, b'{}')\n",
+        "from os import dup2\n\ndef f():\n    dup2(1, 2)\n",
+        "import socket\n\ndef f():\n    return socket.socket()\n",
+        "def f():\n    return open(4, 'w')\n",
+    ],
     "dispatch-internals": [
-        "from torch.utils._python_dispatch import _pop_mode\n",
-        "guard = torch._C._DisableTorchDispatch()\n",
-        "from torch.overrides import TorchFunctionMode\n",
+        "def f():\n    from torch.utils._python_dispatch import _disable_current_modes\n\n"
+        "    with _disable_current_modes():\n        pass\n",
+        "def f():\n    return torch._C._DisableTorchDispatch()\n",
         "class Lazy(torch.Tensor):\n    pass\n",
         "class Spy:\n    def __torch_function__(self, func, types, args=(), kwargs=None):\n"
         "        return func(*args)\n",
-        "from triton import knobs\n",
-        "triton.knobs.runtime.launch_enter_hook.calls.clear()\n",
-    ],
-    "monkeypatch": [
-        "torch.softmax = lambda x, dim: x\n",
-        "triton.jit = lambda fn: fn\n",
-        'setattr(torch, "empty", torch.zeros)\n',
-        "import learning.workshops.contracts as c\nc.matrix = lambda x: x.shape\n",
-        "expect_cases = lambda *args, **kwargs: None\n",
-        "def matrix(x):\n    return x.shape\n",
-        'os.environ["TRITON_INTERPRET"] = "0"\n',
-        'MODE = "gpu"\n',
-        'os.environ.pop("NBGRADER_EXECUTION")\n',
-        "import sys\nsys.path.insert(0, '.')\n",
+        "def f():\n    triton.knobs.runtime.launch_enter_hook.calls.clear()\n",
+        "from torch.overrides import TorchFunctionMode\n\nclass M(TorchFunctionMode):\n    pass\n",
     ],
     "dynamic-code": [
-        'eval("1 + 1")\n',
-        "exec(source)\n",
-        'globals()["strided_softmax"] = f\n',
-        'table = vars(torch)["softmax"]\n',
-        'f = getattr(torch, "soft" + "max")\n',
-        "lookup = getattr\n",
-        "m = __import__(name)\n",
-        'T = type("T", (), {})\n',
-        "from operator import attrgetter\n",
-        "from math import *\n",
-        "x.__class__ = object\n",
+        "def f():\n    eval('1 + 1')\n",
+        "def f(source):\n    exec(source)\n",
+        "def f(name):\n    return __import__(name)\n",
+        "def f():\n    return getattr(torch, 'soft' + 'max')\n",
+        "import importlib\n\ndef f(name):\n    return importlib.import_module(name)\n",
+        "def f():\n    return type('T', (), {})\n",
+        "import pickle\n\ndef f(data):\n    return pickle.loads(data)\n",
+        "import numpy as np\n\ndef f():\n    return np.load('x.npy', allow_pickle=True)\n",
+        "from ctypes import *\n",
+        "from torch.utils._python_dispatch import *\n",
+        "def f():\n    return globals()['strided_softmax']\n",
     ],
-    "ipython": [
-        'get_ipython().user_ns["x"] = 1\n',
-        "import IPython\nIPython.get_ipython().events.register('pre_run_cell', print)\n",
-        "%env TRITON_INTERPRET=0\n",
-        "%%writefile strided_softmax.py\nprint(1)\n",
+    "module-file": [
+        "def f():\n    open('statistics.py', 'w').write('import ctypes')\n",
+        "from pathlib import Path\n\ndef f():\n    Path('torch.py').write_text('')\n",
     ],
 }
-CASES = [(rule, snippet) for rule, snippets in TAMPERING.items() for snippet in snippets]
+CASES = [(rule, snippet) for rule, snippets in HELD.items() for snippet in snippets]
 
 
 @pytest.mark.parametrize(
     ("rule", "snippet"), CASES, ids=[f"{r}-{i}" for i, (r, _) in enumerate(CASES)]
 )
-def test_tampering_is_flagged_in_any_cell(rule, snippet):
-    """Is each way of reaching the checker, the interpreter or the process flagged with its
-    rule, wherever in the notebook it is written?"""
+def test_what_can_change_the_checks_is_held_where_they_load_it(rule, snippet):
+    """Is each way of tampering with the process the checks run in (patching, frames,
+    native code, threads, raw descriptors, dispatch internals, dynamic code, module files)
+    found with its rule, in a function, a class body or an import?"""
     assert rule in rules(notebook(None, snippet))
 
 
-def test_cells_grading_puts_back_are_not_read():
-    """Is an edited locked cell (restored before grading) left to the restore, while an
-    edited unlabelled course cell (the student's to change) is read?"""
-    nb = copy.deepcopy(SOLVED)
-    test_cell = next(c for c in nb.cells if grade_id(c) == "test_pass3")
-    test_cell.source = "import ctypes\n"
-    assert screen(nb, COURSE) == []
-    bench = next(c for c in nb.cells if "!python -m learning.workshops.benchmark" in c.source)
-    bench.source = bench.source.replace("!python -m", "!rm -rf / ; python -m")
-    assert {f.rule for f in screen(nb, COURSE)} == {"process"}
+TOP_LEVEL = {
+    "a process": "import subprocess\nsubprocess.run(['ls'])\n",
+    "a patch": "torch.allclose = lambda *args, **kwargs: True\n",
+    "frames": "import sys\nframe = sys._getframe(0)\n",
+    "native code": "import ctypes\nctypes.CDLL(None)\n",
+    "the shell's hooks": "get_ipython().showtraceback = lambda *args, **kwargs: None\n",
+    "a shell magic": "%%bash\nrm -rf results\n",
+    "writing a module": "%%writefile strided_softmax.py\nprint(1)\n",
+}
 
 
-def test_a_cell_that_does_not_parse_is_not_flagged():
-    """Is a syntax error (which runs nothing in the kernel either) left unflagged?"""
-    assert screen(notebook(None, "def broken(:\n    import ctypes\n"), COURSE) == []
+@pytest.mark.parametrize("snippet", TOP_LEVEL.values(), ids=TOP_LEVEL)
+def test_top_level_statements_are_not_read(snippet):
+    """Is a statement that runs only in the notebook's own sandboxed kernel (whose outputs
+    never score) left alone, since the checks' children never run it?"""
+    assert found(notebook(None, snippet)) == []
 
 
-def test_screen_refuses_a_bare_set_of_ids():
-    """Does passing the grade ids alone say what to pass instead?"""
-    with pytest.raises(TypeError, match=r"Course\.of"):
-        screen(SOLVED, {"setup"})
+READ_AT_LOAD = {
+    "a class body": ("import subprocess\n\nclass Setup:\n    subprocess.run(['ls'])\n", "process"),
+    "a decorator": ("import subprocess\n\n@subprocess.run\ndef f():\n    pass\n", "process"),
+    "a default": ("import os\n\ndef f(pid=os.fork()):\n    pass\n", "process"),
+    "an alias as a default": (
+        "import sys\n\ndef f(s=sys):\n    return s._getframe(0)\n",
+        "interpreter-access",
+    ),
+}
 
 
-def test_flags_to_text_lists_each_flag_with_its_rule_and_the_next_step():
-    """Does the log text count the flags, give each one's line and say what to do?"""
-    flags = screen(notebook(None, "import ctypes\nimport gc\n"), COURSE)
-    text = flags_to_text(flags)
-    assert text.splitlines()[0] == "source screen: 2 flags"
-    assert "line 1: imports ctypes; " + WHY["native-code"] + " [native-code]" in text
-    assert "submit again" in text
-    assert flags_to_text([]) == "source screen: nothing flagged"
+@pytest.mark.parametrize(("snippet", "rule"), READ_AT_LOAD.values(), ids=READ_AT_LOAD)
+def test_what_runs_when_the_definitions_load_is_read(snippet, rule):
+    """Are a class body, a decorator and a default argument, which run when the checks'
+    children load the definitions, read, and an alias made by a default followed?"""
+    assert rules(notebook(None, snippet)) == {rule}
 
 
-def _torch_softmax_flags() -> list[str]:
-    bug = next(b for b in BUGS if b.name == "torch-softmax")
-    return [str(flag) for flag in screen(bug_notebook(bug), COURSE)]
-
-
-def test_flags_are_kept_in_the_grading_record_and_said_in_the_log(tmp_path):
-    """Does GradingLog.flagged store each flag in the record's "flags" and write it, with
-    its reason, as a line of the student's .log?"""
-    flags = _torch_softmax_flags()
-    log = GradingLog(tmp_path, course.ASSIGNMENT, "ada").begin()
-    log.flagged(flags)
-    log.finish()
-    log_path, record_path = record_paths(tmp_path, course.ASSIGNMENT, "ada")
-    assert json.loads(record_path.read_text())["flags"] == flags
-    assert read_record(tmp_path, course.ASSIGNMENT, "ada").flags == flags
-    text = log_path.read_text()
-    assert "source screen: 2 flags" in text
-    assert "  flagged: cell pass3, line 5: calls torch.softmax; the direct path must" in text
-
-
-def test_a_flood_of_flags_is_capped_in_the_record(tmp_path):
-    """Does a notebook that breaks a rule on thousands of lines keep the record small?"""
-    log = GradingLog(tmp_path, course.ASSIGNMENT, "ada").begin()
-    log.flagged([f"cell #3, line {n}: imports ctypes" for n in range(1, 5001)])
-    flags = read_record(tmp_path, course.ASSIGNMENT, "ada").flags
-    assert len(flags) == MAX_FLAGS + 1 and flags[-1] == f"... and {5000 - MAX_FLAGS} more"
-
-
-def test_the_cohort_report_names_flagged_students_with_their_reasons(tmp_path):
-    """Does the cohort report read the flags from each grading record and list a flagged
-    student with every reason, and nothing for a student without flags?"""
-    flags = _torch_softmax_flags()
-    for student, theirs in (("ada", flags), ("bob", [])):
-        log = GradingLog(tmp_path, course.ASSIGNMENT, student).begin()
-        log.flagged(theirs)
-        log.finish()
-    submission = SimpleNamespace(notebooks=[], total_seconds_late=0.0, grades=[])
-    gradebook = SimpleNamespace(find_submission=lambda assignment, student: submission)
-    late = None  # no notebooks, so no late penalty to work out
-    records = [
-        _student_record(gradebook, tmp_path, course.ASSIGNMENT, s, late) for s in ("ada", "bob")
-    ]
-    assert records[0].flags == tuple(flags) and records[1].flags == ()
-    cell = cohort.CellInfo("nb", "hidden_pass3", 3.0, "hidden", (), False)
-    for record in records:
-        record.grades = {("nb", "hidden_pass3"): cohort.CellGrade(0.0, None, None, False)}
-    course_ = cohort.Cohort(tmp_path, course.ASSIGNMENT, [cell], records)
-    table = cohort.build_table(course_)
-    summary = cohort.summarize(course_, table)
-    report = cohort.Report(
-        course_, table, cohort.timing_table({}), cohort.hint_table(course_), summary
+def test_the_screen_reads_what_the_loader_loads(tmp_path):
+    """Are the statements the screen reads exactly the definitions the checks' children load
+    (`loader.notebook_definitions`), test cells and top-level statements left out by both?"""
+    nb = notebook(
+        None,
+        "import subprocess\nsubprocess.run(['ls'])\n\ndef f():\n    return len\n",
+        "!ls\nX = 3\nY = torch.float32\nZ = torch.zeros(3)\n",
     )
-    lines = [line for line in cohort.summary_lines(report) if "source screen" in line]
-    assert lines == [f"Flagged by the source screen: ada: {'; '.join(flags)}."]
+    test = next(c for c in nb.cells if grade_id(c) == "test_pass3")
+    test.source = "import ctypes\n\ndef g():\n    ctypes.CDLL(None)\n"
+    path = tmp_path / course.NOTEBOOK
+    nbformat.write(nb, path)
+    read = [ast.dump(s) for cell in notebook_cells(nb) for s in cell.statements]
+    loaded = [ast.dump(s) for s in ast.parse(notebook_definitions(path)).body]
+    assert read == loaded
+    assert found(nb) == []  # the test cell's ctypes never loads: grading restores that cell
 
 
-def test_hostile_metadata_does_not_stop_the_screen():
+def test_hostile_metadata_does_not_hide_a_cell():
     """Is a cell whose nbgrader metadata is not what nbgrader writes read as the student's?"""
-    nb = notebook(None, "import ctypes\n")
-    added = next(c for c in nb.cells if c.source == "import ctypes\n")
+    nb = notebook(None, "import os\n\ndef f():\n    os.fork()\n")
+    added = next(c for c in nb.cells if c.source.startswith("import os\n\ndef f"))
     added.metadata["nbgrader"] = {"grade_id": ["setup"]}
-    assert rules(nb) == {"native-code"}
+    assert rules(nb) == {"process"}
     added.metadata["nbgrader"] = "setup"
-    assert rules(nb) == {"native-code"}
+    assert rules(nb) == {"process"}
 
 
-def test_a_cell_too_deep_to_read_is_flagged_not_skipped():
-    """Is code nested deeper than the screen reads flagged (a kernel with other limits could
-    still run it), rather than passed as if it were a syntax error?"""
-    deep = "x = " + "+".join(["a"] * 20000) + "\nimport ctypes\n"
-    assert rules(notebook(None, deep)) == {"dynamic-code"}
+def test_a_cell_that_does_not_parse_is_not_read():
+    """Is a syntax error (which loads nothing in the checks either) left alone?"""
+    assert found(notebook(None, "def broken(:\n    import ctypes\n")) == []
+
+
+USES = 15_000
+"""One cell of 15,000 uses of two aliases of each other: 75 s in the old screen."""
+
+
+def test_many_uses_of_aliases_are_read_in_linear_time():
+    """Does a cell of 15,000 uses of two aliases that stand for each other read in a few
+    seconds of CPU (about 2 s here; the old screen's alias products took 75 s), finding the
+    frames it reaches?"""
+    body = "".join(f"    a.f{i % 7}(b._getframe)\n" for i in range(USES))
+    cell = "import torch as a\nimport sys as b\n\ndef f():\n    a = b\n    b = a\n" + body
+    started = time.process_time()
+    held = found(notebook(None, cell))
+    assert time.process_time() - started < 10
+    assert "interpreter-access" in {f.rule for f in held}
+
+
+def test_aliases_that_feed_each_other_stay_small():
+    """Do four aliases built from each other in 20 lines (2.4 GiB and a MemoryError in the
+    old screen) read in a few MiB, each held as binding more names than the screen follows?"""
+    names = [f"a{i}" for i in range(4)]
+    cell = "import torch\n\ndef f():\n" + "".join(f"    {n} = torch\n" for n in names)
+    cell += "".join(f"    {n} = {m}.{n}\n" for n in names for m in names)
+    tracemalloc.start()
+    try:
+        held = found(notebook(None, cell))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 32 * 2**20, f"{peak / 2**20:.0f} MiB"
+    assert [f.what for f in held] == [f"binds {n} to more than {MEANINGS} names" for n in names]
+
+
+def test_code_nested_too_deep_to_read_holds_the_notebook(tmp_path):
+    """Is a function nested deeper than Python's parser goes (which the checks' loader
+    cannot load either) a reading that could not finish, not a notebook passed unread?"""
+    path = tmp_path / course.NOTEBOOK
+    deep = "def f(a):\n    return " + "+".join(["a"] * 20_000) + "\n"
+    nbformat.write(notebook(None, deep), path)
+    assert screen_file(path).unfinished == "its code is nested too deep to read"
+
+
+def test_the_reading_child_keeps_its_bounds(tmp_path):
+    """Does the screen's child report what it found, and stop at its time and memory bounds
+    with the reason, so that grading holds the notebook instead of stalling on it?"""
+    path = tmp_path / course.NOTEBOOK
+    nbformat.write(notebook(None, "import os\n\ndef f():\n    os.fork()\n"), path)
+    read = screen_file(path)
+    assert [f.rule for f in read.findings] == ["process"] and not read.unfinished
+    assert screen_file(path, seconds=0.05).unfinished == "it took more than 0.05 s"
+    assert screen_file(path, memory_mib=8).unfinished == "it needed more than 8 MiB"
+
+
+def test_the_command_prints_what_a_student_reads(tmp_path):
+    """Does `python -m learning.workshops.screen` say each finding's line, why it matters
+    and what to write instead, and with --json the findings as data?"""
+    import subprocess
+    import sys
+
+    path = tmp_path / course.NOTEBOOK
+    nbformat.write(notebook(None, "import os\n\ndef f():\n    os.fork()\n"), path)
+    command = [sys.executable, "-m", "learning.workshops.screen", str(path)]
+    text = subprocess.run(command, capture_output=True, text=True, check=True).stdout
+    assert "line 4: `os.fork()`" in text and "instead: run it in a terminal" in text
+    data = json.loads(subprocess.run([*command, "--json"], capture_output=True, check=True).stdout)
+    assert [Finding.from_json(f).rule for f in data["findings"]] == ["process"]
+
+
+def test_nothing_to_hold_says_nothing():
+    """Does a file with nothing to hold add no line to what a student reads?"""
+    assert report_lines(Screened()) == []
+    text = " ".join(report_lines(Screened(unfinished="it took more than 10 s")))
+    assert "The screen could not finish reading the file (it took more than 10 s)" in text
+
+
+def test_a_finding_that_is_not_one_is_refused():
+    """Is a report entry with a rule the screen does not have, or fields of the wrong types,
+    refused rather than held under a name no reviewer can look up?"""
+    with pytest.raises(ValueError, match="no rule"):
+        Finding.from_json({"rule": "made-up", "cell": "#1", "line": 1, "what": "x"})
+    with pytest.raises(ValueError, match="wrong types"):
+        Finding.from_json({"rule": "process", "cell": 1, "line": 1, "what": "x"})
+
+
+def test_the_threat_model_names_every_rule():
+    """Does docs/grading.md's table of the rules the screen keeps give a row to each of its
+    rules and to nothing else, and its table of dropped rules name none it still has?"""
+    text = "\n".join(doc("grading.md").section("What the source screen reads").lines)
+    kept, dropped = text.split("The rules dropped", 1)
+    ids = re.compile(r"^\| `([a-z-]+)`", flags=re.M)
+    assert sorted(ids.findall(kept)) == sorted(RULES)
+    assert ids.findall(dropped) and not set(ids.findall(dropped)) & set(RULES)
+
+
+def test_the_check_shows_what_grading_would_hold():
+    """Does `check` list each line grading would hold, with why and what to write instead,
+    after its cases (however they went), and give the same findings in --json?"""
+    from learning.workshops.check import Report, format_report
+    from learning.workshops.checking.records import CaseResult, Verdict
+
+    passed = [CaseResult("contiguous", Verdict(None, "(5, 7) view: ok"))]
+    report = Report("strided_softmax", "strided_softmax.ipynb", "interpreter", "cpu", 1, passed, [])
+    finding = Finding("process", "#27", 4, "calls subprocess.run", "subprocess.run(['ls'])", "Mine")
+    report.screened = Screened((finding,))
+    text = format_report(report, show_hints=True)
+    assert text.index("All cases pass.") < text.index("Before you submit")
+    assert "  cell #27 (under 'Mine'), line 4: `subprocess.run(['ls'])`" in text
+    assert "    instead: run it in a terminal" in text
+    assert report.to_json()["screen"]["findings"] == [finding.to_json()]
+    report.screened = Screened()
+    assert "Before you submit" not in format_report(report, show_hints=True)

@@ -1,66 +1,80 @@
-"""What the source screen's flags cost when a submission is graded (grader/grading/screening.py)."""
+"""The source screen when a submission is graded (grader/grading/screening.py): each finding
+holds the grade for an instructor's review and costs no point, a reading that could not
+finish holds the notebook, and the grading log names each hold beside every check that
+passed."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import nbformat
-from nbgrader.utils import determine_grade
 
-from grader.course import ASSIGNMENT, NOTEBOOK, REPO, solved_notebook
-from grader.grading.course_cells import course_cells_of
-from grader.grading.screen import Flag
-from grader.grading.screening import cells_lost, cost, functions_tested, screen_submission
-from grader.zoo import COPY_FIRST
+from grader import course
+from grader.grading.grading_log import GradingLog, Hold, read_record, record_paths
+from grader.grading.runner import Runner
+from grader.grading.screening import screen_holds, screen_notebook, screen_summary
+from grader.grading.trusted import GradeHiddenCells
+from learning.workshops.screen import Finding, Screened
+from learning.workshops.screen.rules import RULES
 
-SOURCE = REPO / "source" / ASSIGNMENT / NOTEBOOK
-COURSE = course_cells_of(nbformat.read(SOURCE, as_version=4))
-
-
-def flag(rule: str, functions: tuple[str, ...] = ()) -> Flag:
-    return Flag(rule, "pass3", 3, f"a line that breaks {rule}", functions)
-
-
-def test_an_instruction_flag_costs_the_cells_of_the_functions_it_reaches():
-    """Does torch computing in strided_softmax cost the pass-3 cells and the timing, and
-    nothing that tests another function?"""
-    lost = cells_lost([flag("torch-compute", ("strided_softmax",))], COURSE)
-    assert set(lost) == {"test_pass3", "hidden_pass3", "hidden_timing"}
-    assert "breaks torch-compute" in lost["hidden_pass3"]
+HELPER = "import subprocess\n\ndef gpu_name():\n    return subprocess.run(['nvidia-smi'])\n"
+FINDING = Finding(
+    "process", "#27", 4, "calls subprocess.run", "return subprocess.run(['nvidia-smi'])"
+)
 
 
-def test_a_tampering_flag_costs_every_test_cell():
-    """Does a flag for tampering cost every test cell, the address table's included?"""
-    lost = cells_lost([flag("checker-module")], COURSE)
-    tests = {c.grade_id for c in COURSE if c.grade and c.cell_type == "code" and not c.solution}
-    assert set(lost) == tests and "hidden_addresses" in lost
+def test_each_finding_holds_the_whole_grade_with_its_line():
+    """Does a finding become a hold of the screen's on the whole grade, naming its cell,
+    line, code and reason?"""
+    [hold] = screen_holds(Screened((FINDING,)))
+    why = RULES["process"].why
+    text = f"`return subprocess.run(['nvidia-smi'])` calls subprocess.run: {why}"
+    assert hold == Hold("screen", "process", "#27", 4, text)
+    assert hold.cells == ()
 
 
-def test_the_copy_first_shortcut_loses_its_wrapper_cells_and_is_still_timed():
-    """Is the zoo's copy-first shortcut flagged, costing its wrapper's correctness cells but
-    not the timing, which prices the copy (the workshop's own variant)?"""
-    flags = screen_submission(solved_notebook(REPO, COPY_FIRST), SOURCE)
-    assert {f.rule for f in flags} == {"tensor-copy"}
-    assert set(cells_lost(flags, COURSE)) == {"test_pass3", "hidden_pass3"}
+def test_a_reading_that_could_not_finish_holds_the_notebook():
+    """Is a notebook the screen could not read within its bounds held whole, with why?"""
+    [hold] = screen_holds(Screened(unfinished="it took more than 10 s"))
+    assert (hold.rule, hold.cell, hold.line) == ("unfinished", "(whole notebook)", 0)
+    assert hold.text == "the screen could not finish reading: it took more than 10 s"
+    assert screen_summary(Screened(unfinished="it took more than 10 s", seconds=10.0)) == (
+        "source screen: could not finish reading (it took more than 10 s) (10.0 s)"
+    )
 
 
-def test_each_test_cell_names_the_function_it_runs():
-    """Does each course test cell name the student's function its checks call?"""
-    by_id = {c.grade_id: functions_tested(c) for c in COURSE if c.grade and not c.solution}
-    assert by_id["test_pass1"] == by_id["hidden_pass1"] == {"copy_rows"}
-    assert by_id["hidden_pass2"] == {"launch_softmax"}
-    assert by_id["hidden_timing"] == {"strided_softmax"}
-    assert by_id["hidden_addresses"] == set()
+def test_the_notebook_being_graded_is_read_as_it_is():
+    """Does grading's screen read the notebook it grades (a helper of the student's that
+    starts a process), and nothing in the solution?"""
+    nb = course.solved_notebook(course.REPO)
+    assert screen_notebook(nb).findings == ()
+    nb.cells.append(nbformat.v4.new_code_cell(HELPER))
+    [finding] = screen_notebook(nb).findings
+    assert (finding.rule, finding.cell, finding.line) == ("process", f"#{len(nb.cells)}", 4)
 
 
-def test_a_flagged_timing_cell_scores_zero_though_its_points_are_a_value():
-    """nbgrader scores a cell by its first error or result value: does a flagged timing cell,
-    whose points come as a result value, score 0?"""
-    cell = nbformat.v4.new_code_cell("timing_points(max_points=2)")
-    cell.metadata["nbgrader"] = {"grade": True, "grade_id": "hidden_timing", "points": 2}
-    cell.outputs = [
-        nbformat.v4.new_output("stream", name="stdout", text="timing: 2 of 2 points.\n"),
-        nbformat.v4.new_output("execute_result", data={"text/plain": "2.0"}, execution_count=1),
-    ]
-    assert determine_grade(cell)[0] == 2.0
-    cost(cell, "cell pass3, line 3: calls torch.softmax")
-    assert determine_grade(cell)[0] == 0
-    assert "Not scored" in cell.outputs[0].evalue
+def test_the_log_names_each_hold_beside_what_passed(tmp_path):
+    """Does the grading log say what the screen found, name each hold, and never log a
+    held grade's check as passed without saying it is held?"""
+    log = GradingLog(tmp_path, course.ASSIGNMENT, "ada").begin()
+    note = GradeHiddenCells()._held(Screened((FINDING,), seconds=0.4), log)
+    runner = Runner(tmp_path, None, None, SimpleNamespace(impl=None))
+    runner.say, runner.held = log.say, note
+    runner.checked = lambda: []  # a check that passed, outputs aside
+    runner.run("checked", [], {})
+    text = record_paths(tmp_path, course.ASSIGNMENT, "ada")[0].read_text()
+    assert "source screen: 1 finding (0.4 s)" in text
+    assert f"held for review: cell #27, line 4: `{FINDING.code}` calls subprocess.run" in text
+    assert "checked() (0.0 s): passed, held for review (1 source-screen hold above)" in text
+    assert read_record(tmp_path, course.ASSIGNMENT, "ada").held == screen_holds(
+        Screened((FINDING,))
+    )
+
+
+def test_nothing_found_holds_nothing(tmp_path):
+    """Does a submission the screen finds nothing in get no hold and plain "passed" lines?"""
+    log = GradingLog(tmp_path, course.ASSIGNMENT, "bob").begin()
+    assert GradeHiddenCells()._held(Screened(seconds=0.3), log) == ""
+    assert read_record(tmp_path, course.ASSIGNMENT, "bob").holds == []
+    text = record_paths(tmp_path, course.ASSIGNMENT, "bob")[0].read_text()
+    assert "source screen: nothing to hold (0.3 s)" in text

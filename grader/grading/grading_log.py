@@ -37,11 +37,10 @@ LOG_FOLDER = "grading_log"
 SCHEMA = "i1-grading/1"
 STOPPED = "grading stopped before it finished; nbgrader's log (.nbgrader.log) says where"
 UNGRADABLE = "ungradable"
-MAX_FLAGS = 50
-"""Source-screen flags kept in a record; a hostile notebook can make thousands."""
 FLAG_CHARS = 300
+"""The longest line a hold is logged with."""
 MAX_HOLDS = 50
-"""Holds kept in a record, as for flags: a hostile notebook can make thousands."""
+"""Holds kept in a record: a hostile notebook can make thousands."""
 
 
 @dataclass(frozen=True)
@@ -94,7 +93,7 @@ class GradingRecord:
     status: str = "grading"
     cause: str = ""
     restored: list[str] = field(default_factory=list)
-    flags: list[str] = field(default_factory=list)  # the source screen's, one line each
+    flags: list[str] = field(default_factory=list)  # the screen's costs, in records before holds
     started: str = ""
     finished: str = ""
     lines: list[str] = field(default_factory=list)
@@ -224,18 +223,6 @@ class GradingLog:
         self.record.restored = cells
         if cells:
             self.say("restored from the course's source: " + "; ".join(cells))
-
-    def flagged(self, flags: list[str]) -> None:
-        """Record what the source screen (`grader.grading.screen`) flagged in the
-        submission's code, one line per flag, each with its reason."""
-        kept = [str(flag)[:FLAG_CHARS] for flag in flags[:MAX_FLAGS]]
-        if len(flags) > MAX_FLAGS:
-            kept.append(f"... and {len(flags) - MAX_FLAGS} more")
-        self.record.flags = kept
-        if kept:
-            self.say(f"source screen: {len(flags)} flag{'s' * (len(flags) != 1)}")
-            self.record.lines += [f"  flagged: {line}" for line in kept]
-            self._write()
 
     def hold(self, holds: Iterable[Hold]) -> None:
         """Add reasons to hold this grade for review (`Hold`), each once, at most MAX_HOLDS."""

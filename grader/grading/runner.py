@@ -104,6 +104,9 @@ class Runner:
 
     say: Callable[[str], None] = staticmethod(lambda _: None)
     """Where each check's outcome is told in full (the student's grading log)."""
+    held: str = ""
+    """Said beside every check that passed while the grade is held for review: a held cell
+    is never logged as passed without its hold."""
 
     def run(self, name: str, args: list, kwargs: dict) -> list[NotebookNode]:
         """One check's outputs: a line when it passed, an error when it failed; the log
@@ -118,7 +121,7 @@ class Runner:
             said = f"{type(exc).__name__}: {exc}"
             outputs = [_error(exc)]
         else:
-            said = "passed"
+            said = "passed" + self.held
         took = f"{time.monotonic() - started:.1f} s"
         seconds, ahead = self.took.get(str(args[0]) if args else "", (0.0, False))
         if ahead:
@@ -193,6 +196,7 @@ class Runner:
         outputs = rescore(source, course_namespace(self.expect_cases), self.calls)
         failed = [o for o in outputs if o.output_type == "error"]
         said = f"failed: {failed[0].ename}: {failed[0].evalue[:200]}" if failed else "passed"
+        said += "" if failed else self.held
         took = time.monotonic() - started
         self.say(f"{cell.grade_id}, rescored here ({took:.1f} s): {said}")
         return outputs

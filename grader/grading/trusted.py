@@ -6,16 +6,18 @@ grades each of the course's test cells itself, outside the sandbox, from the gra
 of the course (`course_cells`): a hidden region's checks on cases drawn from the course
 secret, the student and the submission time; a visible cell's assertions run again here
 (`visible`); the student's definitions called in sandboxed children and judged here
-(`runner`); the source screen's flags (`screening`); the GPU timing. It writes the cells'
-outputs and the sidecars beside the graded notebook, where the student's code cannot write:
-whatever the kernel printed or raised in a test cell cannot change its score, and
-`SaveAutoGrades` scores what is written here.
+(`runner`); the GPU timing. It writes the cells' outputs and the sidecars beside the graded
+notebook, where the student's code cannot write: whatever the kernel printed or raised in a
+test cell cannot change its score, and `SaveAutoGrades` scores what is written here. The
+source screen (`screening`) reads the submission's code first: what it finds holds the grade
+for an instructor's review, with the line and the reason, and changes no point.
 """
 
 from __future__ import annotations
 
 import contextlib
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -28,7 +30,6 @@ from grader.grading.execute import AHEAD
 from grader.grading.grading_log import course_root, log_for
 from grader.grading.hidden_regions import CHECKS, hidden_checks, hidden_region  # noqa: F401
 from grader.grading.runner import _stream, sandboxed_copy
-from grader.grading.screening import cells_lost, cost, screen_submission
 from grader.grading.timing_record import (
     BANDS,
     SLOWEST_FRACTION,
@@ -40,11 +41,13 @@ from grader.seeding import course_secret
 from learning.workshops.checking.sidecars import HINTS_SIDECAR, write_hints
 
 # torch, triton and the modules that import them (grader.grading.hidden, the checking's cases,
-# faults and isolation, the timing, the notebook's testing) are imported where used: every
-# nbgrader command loads nbgrader_config.py, which names this module's preprocessors, and
-# importing them costs about 1.4 s that only grading needs.
+# faults and isolation, the timing, the notebook's testing), and the source screen (it loads
+# IPython's shell), are imported where used: every nbgrader command loads nbgrader_config.py,
+# which names this module's preprocessors, and importing them costs about 1.4 s that only
+# grading needs.
 if TYPE_CHECKING:
     from grader.grading.hidden import Draw
+    from learning.workshops.screen import Screened
 
 NOTEBOOK = "strided_softmax.ipynb"
 
@@ -121,10 +124,13 @@ class GradeHiddenCells(NbGraderPreprocessor):
     def _grade(self, nb: NotebookNode, resources: dict, log):
         folder = Path(resources["metadata"]["path"]).resolve()
         course = course_for(resources)
-        lost = cells_lost(self._screen(nb, resources, log), course)
         restart_sidecars(folder)
         ahead = resources.pop(AHEAD, None)
         with contextlib.ExitStack() as stack:
+            from grader.grading.screening import screen_notebook
+
+            # the screen's child reads while the checks run ahead finish: about 1 s saved
+            reading = stack.enter_context(ThreadPoolExecutor(1)).submit(screen_notebook, nb)
             if ahead is not None:
                 stack.callback(ahead.close)
                 waited = time.monotonic()
@@ -137,6 +143,7 @@ class GradeHiddenCells(NbGraderPreprocessor):
                 runner = stack.enter_context(sandboxed_copy(nb, draw))
             stack.enter_context(contextlib.chdir(folder))
             runner.say = log.say if log else lambda _: None
+            runner.held = self._held(reading.result(), log)
             runner.bands = bands_from_config(self.timing_bands, self.timing_slowest_fraction)
             runner.slowest = self.timing_slowest_fraction
             hidden = {i: (gid, checks) for i, gid, checks in graded_regions(nb, course)}
@@ -151,17 +158,17 @@ class GradeHiddenCells(NbGraderPreprocessor):
                 else:  # the course's assertions, run here: the kernel's outputs cannot score
                     gid = visible[index].grade_id
                     cell.outputs = runner.visible(visible[index])
-                if gid in lost:
-                    cost(cell, lost[gid])
         return nb, resources
 
-    def _screen(self, nb: NotebookNode, resources: dict, log) -> list:
-        """The source screen's flags on the submission (`grader.grading.screen`), logged."""
-        info = resources["nbgrader"]
-        name = f"{info['notebook']}.ipynb"
-        flags = screen_submission(
-            nb, course_root(self.config) / "source" / info["assignment"] / name
-        )
+    def _held(self, screened: Screened, log) -> str:
+        """The source screen's reading of the submission (`screening`): each finding a hold
+        in its grading record, said in the log before any check's outcome. The words each
+        passed check gets beside it when the grade is held, else ""."""
+        from grader.grading.screening import screen_holds, screen_summary
+
+        holds = screen_holds(screened)
         if log is not None:
-            log.flagged([str(flag) for flag in flags])
-        return flags
+            log.say(screen_summary(screened))
+            log.hold(holds)
+        count = f"{len(holds)} source-screen hold{'s' * (len(holds) != 1)}"
+        return f", held for review ({count} above)" if holds else ""

@@ -3,7 +3,9 @@
     python -m learning.workshops.check strided_softmax [--hint] [--impl FILE] [--json]
                                                        [--draw FILE.png]
 
-The implementation runs in a child process, so a crash or a hang becomes a failed case.
+The implementation runs in a child process, so a crash or a hang becomes a failed case. The
+source screen reads the same file as grading does (`learning.workshops.screen`) and lists
+each line grading would hold for an instructor's review, with what to write instead.
 When a case fails, the same child then runs smaller views until it finds the smallest that
 fails the same way (`checking.shrink`); the report gives it, and --draw saves its picture.
 Exit status: 0 when every case passes (or an optional exercise is not attempted: still its
@@ -38,6 +40,7 @@ from learning.workshops.checking.shrink import draw as draw_shrunk
 from learning.workshops.checking.shrink import report_lines as shrunk_lines
 from learning.workshops.contracts import select_mode
 from learning.workshops.paths import unwritable
+from learning.workshops.screen import Screened, report_lines, screen_file
 
 CASE_TIMEOUT_S = 120.0
 SCHEMA = "i1-check/2"
@@ -68,6 +71,7 @@ class Report:
     notes: tuple[str, ...] = ()  # what the interpreter did unlike a GPU (autotune, say)
     smallest: Shrunk | None = None  # the smallest view that fails as a failed case did
     saved: float | None = None  # when the file checked was last saved (its mtime)
+    screened: Screened = Screened()  # the lines grading would hold for review
 
     @property
     def passed(self) -> bool:
@@ -100,6 +104,7 @@ class Report:
             "internal_errors": [{"case": r.name, "detail": r.detail} for r in self.internal_errors],
             "notes": list(self.notes),
             "smallest_failing": self.smallest.to_json() if self.smallest else None,
+            "screen": self.screened.to_json(),
         }
 
 
@@ -176,9 +181,11 @@ def run_check(
         start = starting_case(chosen, run.results, hints) if shrink_failures else None
         smallest = _shrunk(session, op, run, start, seed, case_timeout_s) if start else None
     notes = tuple(dict.fromkeys(run.notes))
-    return Report(
+    report = Report(
         op, str(impl), run.mode, run.device, seed, run.results, hints, notes, smallest, saved
     )
+    report.screened = screen_file(impl)
+    return report
 
 
 def _shrunk(
@@ -266,7 +273,8 @@ def format_report(report: Report, show_hints: bool) -> str:
         lines += ["", start] if start else []
     if report.smallest:
         lines += ["", *shrunk_lines(report.smallest, report.seed)]
-    return "\n".join(lines)
+    screened = report_lines(report.screened)
+    return "\n".join(lines + ([""] + screened if screened else []))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -31,16 +31,10 @@ class LoadError(Exception):
 def notebook_definitions(path: Path) -> str:
     """The definitions in a notebook's code cells, as one module's source."""
     cells = [(where, _parse(text, path, where)) for where, text in _code_cells(path)]
-    imported = {
-        (alias.asname or alias.name).split(".")[0]
-        for _, (_, tree) in cells
-        for node in tree.body
-        if isinstance(node, (ast.Import, ast.ImportFrom))
-        for alias in node.names
-    }
+    chosen = definitions_of([tree for _, (_, tree) in cells])
     parts = []
-    for where, (text, tree) in cells:
-        kept = [_segment(text, node) for node in tree.body if _is_definition(node, imported)]
+    for (where, (text, _)), nodes in zip(cells, chosen, strict=True):
+        kept = [_segment(text, node) for node in nodes]
         if kept:
             parts.append(f"# --- {where} ---\n" + "\n\n".join(kept))
     return "\n\n".join(parts) + "\n"
@@ -178,3 +172,18 @@ def function_in(module: ModuleType, path: Path, name: str):
     if not callable(fn):
         raise LoadError(f"{path} does not define a function {name}(x, num_warps=4).")
     return fn
+
+
+def definitions_of(trees: list[ast.Module]) -> list[list[ast.stmt]]:
+    """Of each cell's tree (every code cell but the test cells, in order), the statements
+    a notebook's definitions keep: imports, functions, classes and constants, a constant
+    being a literal or an attribute of a name some cell imports. The source screen reads
+    these, as the checks' children run them (`learning.workshops.screen`)."""
+    imported = {
+        (alias.asname or alias.name).split(".")[0]
+        for tree in trees
+        for node in tree.body
+        if isinstance(node, (ast.Import, ast.ImportFrom))
+        for alias in node.names
+    }
+    return [[node for node in tree.body if _is_definition(node, imported)] for tree in trees]
