@@ -25,7 +25,7 @@ from traitlets import Float, List, Tuple
 
 from grader.grading.course_cells import course_for, graded_regions
 from grader.grading.execute import AHEAD
-from grader.grading.grading_log import course_root, log_for
+from grader.grading.grading_log import Hold, course_root, log_for
 from grader.grading.hidden_regions import CHECKS, hidden_checks, hidden_region  # noqa: F401
 from grader.grading.runner import _stream, sandboxed_copy
 from grader.grading.screening import cells_lost, cost, screen_submission
@@ -153,6 +153,9 @@ class GradeHiddenCells(NbGraderPreprocessor):
                     cell.outputs = runner.visible(visible[index])
                 if gid in lost:
                     cost(cell, lost[gid])
+                if runner.held and log:
+                    log.hold(Hold("replay", "replay", gid, 0, why, (gid,)) for why in runner.held)
+                runner.held = []
         return nb, resources
 
     def _screen(self, nb: NotebookNode, resources: dict, log) -> list:
