@@ -135,6 +135,16 @@ ROWS = (
         ([fail("contiguous", Failure.COPY, "torch read the input outside the kernel")],),
     ),
     Row(
+        HintId.NOT_FROM_KERNEL,
+        ([ok("contiguous"), fail("transpose", Failure.NOT_FROM_KERNEL, "replayed: wrong")],),
+        ([fail("transpose", Failure.VALUES, VALUES)],),
+    ),
+    Row(
+        HintId.HELD,
+        ([ok("contiguous"), fail("transpose", Failure.HELD, "held for review")],),
+        ([fail("transpose", Failure.NO_KERNEL, "no Triton kernel was launched")],),
+    ),
+    Row(
         HintId.COPY,
         ([ok("contiguous"), fail("transpose", Failure.COPY, "torch read the input")],),
         ([fail("transpose", Failure.VALUES, f"{VALUES}; also torch read the input")],),

@@ -53,6 +53,8 @@ CHECKER_FAILED = (
 )
 
 
+MAX_HELD = 5
+"""Held cases named per check: the first say why; the grade is held either way."""
 CHECKS_BUDGET_S = 900.0
 """The most time one submission's hidden-check children may take in all, whatever it does:
 the course's checks take 5-40 s on 2 cores; a submission that hangs case after case stops
@@ -62,19 +64,25 @@ here rather than at the sum of its case timeouts."""
 @contextlib.contextmanager
 def sandboxed_copy(nb: NotebookNode, draw: Draw) -> Iterator[Runner]:
     """A Runner over a scratch copy of `nb`, without its hidden regions, that sandboxed
-    children see as their own folder (/work, a size-limited tmpfs when run as root); gone
-    afterwards, with every process the children started."""
+    children see as their own folder (/work, a size-limited tmpfs when run as root), and a
+    clean room in an empty scratch folder of its own that replays the kernels' launches
+    (`learning.workshops.checking.replay`), their source read before any child starts; gone
+    afterwards, with every process they started."""
     from grader.grading.hidden_regions import stripped
     from grader.isolation.cgroups import sandbox_cgroups
     from grader.isolation.sandbox import inside, sandboxed
     from grader.isolation.scratch import scratch
     from learning.workshops.checking.isolation import Session
+    from learning.workshops.checking.kernel_source import submission_kernels
 
-    with scratch() as work, sandbox_cgroups() as cgroups:
+    with scratch() as work, scratch() as room, sandbox_cgroups() as cgroups:
         nbformat.write(stripped(nb), work / NOTEBOOK)
+        kernels = submission_kernels(work / NOTEBOOK)  # read here, before any child runs
         wrap = functools.partial(sandboxed, work=work, cgroups=cgroups)
+        room_wrap = functools.partial(sandboxed, work=room, cgroups=cgroups)
         impl = Path(inside(work, work / NOTEBOOK))
-        with Session(impl, wrap, budget_s=CHECKS_BUDGET_S) as session:
+        budget = CHECKS_BUDGET_S
+        with Session(impl, wrap, budget, kernels, room_wrap) as session:
             yield Runner(work, draw, wrap, session)
 
 
@@ -101,6 +109,7 @@ class Runner:
         self.took: dict[str, tuple[float, bool]] = {}  # their seconds, and if run ahead
         self.ahead = False  # whether runs now happen beside the notebook (ChecksAhead)
         self.timing_servers: Servers | None = None  # started ahead, waiting to measure
+        self.replay_holds: list[str] = []  # why the check just run held cases for review
 
     say: Callable[[str], None] = staticmethod(lambda _: None)
     """Where each check's outcome is told in full (the student's grading log)."""
@@ -171,6 +180,7 @@ class Runner:
             raise CheckerFault("the course's test cell passes expect_cases no student function")
         wanted = tuple(names) if names is not None else None
         run = self.public_run(fn.name, op, wanted)
+        self._note_replay_holds(run)
         if run.load_error:
             raise AssertionError(f"{op}: {NOT_LOADED} ({run.load_error[:300]})")
         record_outcome(public_key(op, wanted), run.results)
@@ -201,6 +211,18 @@ class Runner:
         self.say(f"{cell.grade_id}, rescored here ({took:.1f} s): {said}")
         return outputs
 
+    def _note_replay_holds(self, run: IsolatedRun) -> None:
+        """Note why cases of `run` were held for review (the clean room could not replay
+        them): the cell that ran them holds the grade (`GradeHiddenCells`)."""
+        from learning.workshops.checking.records import Failure
+        from learning.workshops.checking.replay import held_reason
+
+        held = [r for r in run.results if r.failure == Failure.HELD]
+        reasons = list(dict.fromkeys(held_reason(r.verdict.text) for r in held))
+        for reason in reasons[:MAX_HELD]:  # no case's name or view: hidden cases stay hidden
+            count = sum(held_reason(r.verdict.text) == reason for r in held)
+            self.replay_holds.append(f"{count} case(s) not replayed: {reason}"[:300])
+
     def _once(self, key: str, check: Callable, name: str):
         if key not in self.done:
             started = time.monotonic()
@@ -215,6 +237,7 @@ class Runner:
         from learning.workshops.notebook.testing import all_pass, record_outcome, verdict
 
         run = self.hidden_run(op)
+        self._note_replay_holds(run)
         if run.load_error:  # the child's words are not shown here: they could carry anything
             self.say(f"expect_hidden('{op}'): the definitions do not load: {run.load_error}")
             raise AssertionError(f"{op}: {NOT_LOADED}")

@@ -27,7 +27,7 @@ from traitlets import Float, List, Tuple
 
 from grader.grading.course_cells import course_for, graded_regions
 from grader.grading.execute import AHEAD
-from grader.grading.grading_log import course_root, log_for
+from grader.grading.grading_log import Hold, course_root, log_for
 from grader.grading.hidden_regions import CHECKS, hidden_checks, hidden_region  # noqa: F401
 from grader.grading.runner import _stream, sandboxed_copy
 from grader.grading.timing_record import (
@@ -158,6 +158,10 @@ class GradeHiddenCells(NbGraderPreprocessor):
                 else:  # the course's assertions, run here: the kernel's outputs cannot score
                     gid = visible[index].grade_id
                     cell.outputs = runner.visible(visible[index])
+                if runner.replay_holds and log:
+                    why = runner.replay_holds
+                    log.hold(Hold("replay", "replay", gid, 0, w, (gid,)) for w in why)
+                runner.replay_holds = []
         return nb, resources
 
     def _held(self, screened: Screened, log) -> str:

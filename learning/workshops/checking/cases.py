@@ -28,6 +28,7 @@ from learning.workshops.checking.bad_inputs import (
 )
 from learning.workshops.checking.compare import TOLERANCES, changed, compare
 from learning.workshops.checking.exchange import Inputs, Observation, build_inputs, view_of
+from learning.workshops.checking.launch_record import record_launches
 from learning.workshops.checking.launches import LaunchLog, count_launches
 from learning.workshops.checking.raised import called, exception_kind, raised_text, refusal_verdict
 from learning.workshops.checking.records import (
@@ -178,9 +179,10 @@ class Call:
         """A second call on the same storage, refilled with new values where it held no NaN."""
         self.storage.copy_(self.second.to(self.storage))
         before = self.storage.clone()
-        out = called(self.fn, self.x, num_warps=self.case.num_warps)
+        with record_launches([self.storage]) as recording:
+            out = called(self.fn, self.x, num_warps=self.case.num_warps)
         if self.seen is not None:
-            self.seen.saw(out, [self.storage])
+            self.seen.saw(out, [self.storage], recording)
             self.seen.saw_again(self.out)
         label = f"{self.case.name} (second call)"
         return replace(
@@ -197,10 +199,15 @@ def _run_view(fn, op: Op, case: Case, device, inputs: Inputs, seen: Observation 
     storage = inputs.storages[0].to(device, copy=True)
     x = view_of(storage, case.geometry)
     where, before = describe(x), storage.clone()
-    with count_launches(watch=x) as launches, _audit(x) as trace, GuardAllocations() as mode:
+    with (
+        count_launches(watch=x) as launches,
+        _audit(x) as trace,
+        GuardAllocations() as mode,
+        record_launches([storage]) as recording,
+    ):
         out = called(fn, x, num_warps=case.num_warps)
     if seen is not None:
-        seen.saw(out, [storage])
+        seen.saw(out, [storage], recording)
     second = inputs.second
     call = Call(
         fn, op, case, case.name, x, storage, before, out, launches, trace, mode.guards, second, seen

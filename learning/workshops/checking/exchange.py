@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import torch
 
+from learning.workshops.checking.launch_record import Recording
 from learning.workshops.checking.raised import exception_kind, raised_text, refusal_facts
 from learning.workshops.checking.records import DTYPES
 from learning.workshops.checking.views import sentinel_view
@@ -149,16 +150,22 @@ class Observation:
         self.calls: list[dict] = []
 
     def saw(
-        self, returned: object, storages: list[torch.Tensor], **facts: bool | int | str
+        self,
+        returned: object,
+        storages: list[torch.Tensor],
+        launches: Recording | None = None,
+        **facts: bool | int | str,
     ) -> None:
-        """One call: what it returned (or raised) and its input storages afterwards."""
-        self.calls.append(
-            {
-                "returned": returned_to_wire(returned),
-                "storages": [tensor_to_wire(s) for s in storages],
-                **facts,
-            }
-        )
+        """One call: what it returned (or raised), its input storages afterwards, and the
+        kernel launches it made (`launch_record`), which the parent replays."""
+        call = {
+            "returned": returned_to_wire(returned),
+            "storages": [tensor_to_wire(s) for s in storages],
+            **facts,
+        }
+        if launches is not None:
+            call["launches"] = launches.to_wire(storages, returned)
+        self.calls.append(call)
 
     def saw_again(self, first: object) -> None:
         """After a repeat's second call: the first call's output as it is now."""

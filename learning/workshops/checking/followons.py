@@ -25,6 +25,7 @@ from learning.workshops.checking.audit import OwnershipError, audit, verify_in_p
 from learning.workshops.checking.bad_inputs import run_bad_input
 from learning.workshops.checking.compare import changed, compare
 from learning.workshops.checking.exchange import Inputs, Observation, view_of
+from learning.workshops.checking.launch_record import record_launches
 from learning.workshops.checking.launches import count_launches
 from learning.workshops.checking.raised import called, first_line, is_stub, raised_text
 from learning.workshops.checking.records import (
@@ -145,10 +146,16 @@ def _in_place(fn, op: Op, x: torch.Tensor, storage: torch.Tensor, case: Case, se
     if x.numel():
         outside[x.storage_offset() + _indices(x).flatten()] = False
     audited = _audited(x, read_only=False)
-    with count_launches(watch=x) as log, audited as trace, GuardAllocations() as mode:
+    with (
+        count_launches(watch=x) as log,
+        audited as trace,
+        GuardAllocations() as mode,
+        record_launches([storage]) as recording,
+    ):
         out = called(fn, x, num_warps=case.num_warps)
     if seen is not None:
-        seen.saw(out, [storage], in_place=isinstance(out, torch.Tensor) and _same_view(out, x))
+        in_place = isinstance(out, torch.Tensor) and _same_view(out, x)
+        seen.saw(out, [storage], recording, in_place=in_place)
     if trace is not None and trace.refused is not None:
         finding = trace.verify(x)[0]
         failure = IN_PLACE_FAILURES.get(finding.kind, AUDIT_FAILURES[finding.kind])
@@ -217,10 +224,15 @@ def _run_backward(fn, op: Op, case: Case, device, inputs: Inputs, seen) -> Verdi
 
 def _backward(fn, op: Op, case: Case, y, dy, storages, seen) -> Verdict:
     befores = [s.clone() for s in storages]
-    with count_launches(watch=(y, dy)) as log, _audited(y, dy) as trace, GuardAllocations() as mode:
+    with (
+        count_launches(watch=(y, dy)) as log,
+        _audited(y, dy) as trace,
+        GuardAllocations() as mode,
+        record_launches(storages) as recording,
+    ):
         out = called(fn, y, dy, num_warps=case.num_warps)
     if seen is not None:
-        seen.saw(out, list(storages))
+        seen.saw(out, list(storages), recording)
     if trace is not None and trace.refused is not None:
         finding = trace.verify(y)[0]
         return Verdict(AUDIT_FAILURES[finding.kind], finding.text)

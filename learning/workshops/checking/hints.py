@@ -30,6 +30,8 @@ class HintId(enum.StrEnum):
     INPUT_WRITTEN = Failure.INPUT_WRITTEN.value
     STALE_OUTPUT = Failure.STALE_OUTPUT.value
     NO_KERNEL = Failure.NO_KERNEL.value
+    NOT_FROM_KERNEL = Failure.NOT_FROM_KERNEL.value
+    HELD = Failure.HELD.value
     COPY = Failure.COPY.value
     ALIASING = Failure.ALIASING.value  # to ROW_SUM, and BACKWARD_STRIDES: the optional ones
     OUTSIDE_VIEW = Failure.OUTSIDE_VIEW.value
@@ -54,6 +56,21 @@ class HintId(enum.StrEnum):
 
 
 MESSAGES = {
+    HintId.NOT_FROM_KERNEL: (
+        "Your function returned the right values, but its kernel launches alone do not make "
+        "them: the grader makes the same launches again, with the same grid and arguments, "
+        "on new values of the same view, and those outputs are wrong. The values came from "
+        "somewhere else: torch or Python (in the wrapper, a heuristic, a class body), or a "
+        "buffer filled before the launch. Compute the softmax in the kernel and store it "
+        "into the tensor you return."
+    ),
+    HintId.HELD: (
+        "Held for review: the grader could not replay these cases' kernel launches in its "
+        "clean room (the reason is in each case's line), so they do not count as passed "
+        "until your instructor looks at them. A kernel the clean room replays is a top-level "
+        "@triton.jit function of your notebook, written with triton.language, launched with "
+        "numbers, dtypes and tensors; keep to that and the cases are judged on their own."
+    ),
     HintId.BLOCK_POINTERS: (
         "Triton 3.9 removed block pointers: tl.make_block_ptr raises here, though older "
         "Tritons (3.6, for one) still run it, so machines with different Tritons disagree. "
@@ -419,6 +436,8 @@ RULES: tuple[tuple[HintId, Rule], ...] = (
     (HintId.INPUT_WRITTEN, _failures(Failure.INPUT_WRITTEN)),
     (HintId.STALE_OUTPUT, _failures(Failure.STALE_OUTPUT)),
     (HintId.NO_KERNEL, _failures(Failure.NO_KERNEL)),
+    (HintId.NOT_FROM_KERNEL, _failures(Failure.NOT_FROM_KERNEL)),
+    (HintId.HELD, _failures(Failure.HELD)),
     (HintId.COPY, _failures(Failure.COPY)),
     (HintId.ALIASING, _failures(Failure.ALIASING)),
     (HintId.OUTSIDE_VIEW, _outside_view),

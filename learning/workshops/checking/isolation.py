@@ -16,23 +16,18 @@ themselves raised fails as `internal-error` (see `faults`), and the same child g
 
 from __future__ import annotations
 
-import json
-import os
-import select
-import signal
-import subprocess
 import sys
-import tempfile
 import time
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from learning.workshops.checking.cases import OPS, Case, CaseResult, Failure, Verdict
-from learning.workshops.checking.child import child_env
 from learning.workshops.checking.exchange import TEXT_LIMIT, Inputs, build_inputs
 from learning.workshops.checking.faults import internal_result
 from learning.workshops.checking.judge import settle
+from learning.workshops.checking.kernel_source import KernelSource, submission_kernels
+from learning.workshops.checking.pipes import Worker, Wrap
+from learning.workshops.checking.replay import CleanRoom, replayed_result
 
 CHILD_MODULE = "learning.workshops.checking.child"
 """The module each child runs (`python -m`); see its docstring for the protocol."""
@@ -41,8 +36,6 @@ LOAD_TIMEOUT_S = 180.0
 MEMORY_LIMIT_BYTES = 8 * 1024**3
 """Host memory a child may map for its heap: the cases need well under 1 GiB, and a
 runaway allocation fails at 8 GiB with an error rather than making the machine swap."""
-MAX_EVENT_BYTES = 32 * 1024**2
-"""The longest report line read from a child; a longer one ends it as a crash."""
 EVENTS_PER_CASE = 8
 """Events a job may send per case (start, result, a few notes) before it counts as a flood."""
 MAX_NOTES = 10
@@ -60,10 +53,6 @@ class IsolatedRun:
     device: str = "unknown"
 
 
-Wrap = Callable[[list[str]], list[str]]
-"""Turns a child's command into the one that runs it (inside a sandbox, say)."""
-
-
 class CallsFailed(Exception):
     """A calls job got no answers: the definitions did not load, or the child crashed or hung."""
 
@@ -73,13 +62,25 @@ class Session:
     it another way (`impl` is then a path as the child sees it). A definitions file that does
     not load is that for every job: the session answers each with the same load error."""
 
-    def __init__(self, impl: Path, wrap: Wrap | None = None, budget_s: float | None = None) -> None:
+    def __init__(
+        self,
+        impl: Path,
+        wrap: Wrap | None = None,
+        budget_s: float | None = None,
+        kernels: KernelSource | None = None,
+        room_wrap: Wrap | None = None,
+    ) -> None:
         self.impl, self.wrap = impl, wrap or list
         self.child: _Child | None = None
         self.load_error: str | None = None
         self.mode = self.device = "unknown"
         self.ends = None if budget_s is None else time.monotonic() + budget_s
         """When every job of this session must be done (None: no limit but each case's)."""
+        kernels = kernels if kernels is not None else submission_kernels(Path(impl))
+        self.room = CleanRoom(kernels, room_wrap or self.wrap, self.ends)
+        """Where each case the data passed is replayed (`replay`): `kernels` is the
+        submission's kernel source, read by the caller where `impl` is a path only the
+        child sees; `room_wrap` runs the clean room (default: as the child)."""
 
     def __enter__(self) -> Session:
         return self
@@ -88,10 +89,11 @@ class Session:
         self.close()
 
     def close(self) -> None:
-        """End the child, if one is running."""
+        """End the child and the clean room, if they are running."""
         if self.child is not None:
             self.child.close()
             self.child = None
+        self.room.close()
 
     def run_cases(
         self, op: str, function: str, cases: list[Case], seed: int, case_timeout_s: float
@@ -145,6 +147,8 @@ class Session:
         Verdict) that stopped it, or None. Each case of `judged` (a case and the input sent
         for it) is settled from the data its result carries."""
         if self.load_error is None and self.child is None:
+            if judged:
+                self.room.prepare()  # it loads beside the child
             self.child = _Child.start(self)
         if self.load_error is not None:
             run.load_error = self.load_error
@@ -167,7 +171,10 @@ class Session:
                         if finished >= len(judged):
                             raise ValueError("a result for a case it was not sent")
                         op = OPS[job["op"]]
-                        run.results.append(_result(kind, event, op, *judged[finished]))
+                        case = judged[finished][0]
+                        result = _result(kind, event, op, *judged[finished])
+                        seen = event.get("seen")
+                        run.results.append(replayed_result(op, case, seen, result, self.room))
                         finished += 1
                         deadline = self._deadline(timeout_s)
                     else:
@@ -198,33 +205,15 @@ class Session:
         return Verdict(Failure.CRASH, f"its report to the checker was {event}")
 
 
-class _Child:
-    """One running child: its process, the job pipe, the report pipe and its output log."""
-
-    def __init__(self, process: subprocess.Popen, jobs, events: _EventReader, log) -> None:
-        self.process, self.jobs, self.events, self.log = process, jobs, events, log
+class _Child(Worker):
+    """One running child that loaded the session's submission."""
 
     @classmethod
     def start(cls, session: Session) -> _Child | None:
         """A child loading `session`'s submission; None, with the session's load_error set,
         when it does not load."""
-        job_read, job_write = os.pipe()
-        report_read, report_write = os.pipe()
-        log = tempfile.TemporaryFile()
         argv = [sys.executable, "-m", CHILD_MODULE, str(session.impl)]
-        argv += ["--job-fd", str(job_read), "--report-fd", str(report_write)]
-        argv += ["--memory-limit", str(MEMORY_LIMIT_BYTES)]
-        process = subprocess.Popen(
-            session.wrap(argv),
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            pass_fds=(job_read, report_write),
-            env=child_env(PYTHONUNBUFFERED="1"),
-        )
-        os.close(job_read)
-        os.close(report_write)
-        child = cls(process, os.fdopen(job_write, "w"), _EventReader(report_read), log)
+        child = cls.spawn(argv, session.wrap, MEMORY_LIMIT_BYTES)
         event = child.events.next(time.monotonic() + LOAD_TIMEOUT_S)
         if isinstance(event, dict) and event.get("event") == "loaded":
             session.mode, session.device = event["mode"], event["device"]
@@ -237,34 +226,6 @@ class _Child:
             session.load_error = f"the child process died loading {session.impl}: {child.cause()}"
         child.close()
         return None
-
-    def send(self, job: dict) -> None:
-        """Hand the child a job; a child that is gone shows as end of its report."""
-        try:
-            self.jobs.write(json.dumps(job) + "\n")
-            self.jobs.flush()
-        except OSError:
-            pass
-
-    def cause(self) -> str:
-        """Why the child ended: the signal, or the exit status, and its last output line."""
-        try:
-            code = self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            code = self.process.wait()
-        return _cause(code, self.log)
-
-    def close(self) -> None:
-        """End the child and everything it holds open."""
-        if self.process.poll() is None:
-            self.process.kill()
-            self.process.wait()
-        for stream in (self.jobs, self.events, self.log):
-            try:
-                stream.close()
-            except OSError:
-                pass
 
 
 def _result(kind: str, event: dict, op, case: Case, inputs: Inputs) -> CaseResult:
@@ -294,47 +255,3 @@ def _other(kind: str, event: dict, run: IsolatedRun, answers: list | None) -> No
 
 def _failed(case: Case, failure: Failure, why: str) -> CaseResult:
     return CaseResult.of(case, Verdict(failure, why))
-
-
-def _cause(code: int, log) -> str:
-    """Why the child ended: the signal, or the exit status, and its last output line."""
-    if code < 0:
-        try:
-            what = f"killed by {signal.Signals(-code).name}"
-        except ValueError:
-            what = f"killed by signal {-code}"
-    else:
-        what = f"exited with status {code}"
-    log.seek(0)
-    lines = [line for line in log.read().decode(errors="replace").splitlines() if line.strip()]
-    return what + (f" ({lines[-1].strip()[:200]})" if lines else "")
-
-
-class _EventReader:
-    """JSON lines from a pipe, with a deadline per line."""
-
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
-        self.buffer = b""
-
-    def next(self, deadline: float):
-        """The next event; "eof" when the writer is gone, "overflow" for a line longer than
-        MAX_EVENT_BYTES, "garbled" for one that is not JSON, None past the deadline."""
-        while b"\n" not in self.buffer:
-            if len(self.buffer) > MAX_EVENT_BYTES:
-                return "overflow"
-            left = deadline - time.monotonic()
-            if left <= 0 or not select.select([self.fd], [], [], left)[0]:
-                return None
-            chunk = os.read(self.fd, 65536)
-            if not chunk:
-                return "eof"
-            self.buffer += chunk
-        line, self.buffer = self.buffer.split(b"\n", 1)
-        try:
-            return json.loads(line)
-        except ValueError:
-            return "garbled"
-
-    def close(self) -> None:
-        os.close(self.fd)

@@ -40,6 +40,20 @@ def notebook_definitions(path: Path) -> str:
     return "\n\n".join(parts) + "\n"
 
 
+def code_trees(path: Path) -> list[tuple[str, ast.Module]]:
+    """What a child loads from `path`, parsed: (where, tree) of each notebook cell's
+    definitions (as `notebook_definitions` keeps them), or of a `.py` file whole."""
+    if path.suffix != ".ipynb":
+        try:
+            text = path.read_text(encoding="utf-8")
+            return [(path.name, ast.parse(text))]
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            raise LoadError(f"{path} is not readable Python ({exc}).") from None
+    cells = [(where, _parse(text, path, where)[1]) for where, text in _code_cells(path)]
+    kept = definitions_of([tree for _, tree in cells])
+    return [(where, ast.Module(body, [])) for (where, _), body in zip(cells, kept, strict=True)]
+
+
 def _code_cells(path: Path) -> list[tuple[str, str]]:
     """(where, source) of every code cell that is not an nbgrader test cell; `where` names
     the cell as a student finds it: its number and the heading above it."""

@@ -34,6 +34,8 @@ class Failure(enum.StrEnum):
     LAYOUT = "layout"  # output is not contiguous
     INPUT_WRITTEN = "input-written"  # the input's storage changed
     NO_KERNEL = "no-kernel"  # no Triton kernel ran
+    NOT_FROM_KERNEL = "not-from-kernel"  # the launches, replayed on new values, gave others
+    HELD = "held"  # the clean room could not replay the launches: an instructor reviews it
     COPY = "copy"  # torch read the input outside the kernel: a copy or torch compute
     EMPTY_ROWS = "empty-rows"  # a kernel was launched for zero rows
     NONFINITE = "nonfinite"  # NaN or inf where the reference is finite
