@@ -244,6 +244,40 @@ _REFERENCE_BUGS: tuple[Bug, ...] = (
         _WRAPPER_CELLS,
     ),
     Bug(
+        "normalizes-in-torch",
+        "not-from-kernel",
+        "the kernel stores exp(x - max) and the wrapper divides by the row sums in torch",
+        (
+            Edit(
+                "softmax_kernel",
+                "    y = numerator / tl.sum(numerator, axis=0)\n",
+                "    y = numerator\n",
+            ),
+            Edit(
+                "strided_softmax",
+                "num_warps=num_warps)\n    return y",
+                "num_warps=num_warps)\n    y /= y.float().sum(1, keepdim=True).to(y.dtype)\n"
+                "    return y",
+            ),
+        ),
+        _KERNEL_CELLS,
+    ),
+    Bug(
+        "python-helper-in-kernel",
+        "held",
+        "calls a plain Python helper from the kernel, which only the interpreter runs",
+        (
+            Edit("softmax_kernel", "    x = x - tl.max(x, axis=0)\n", "    x = x - row_max(x)\n"),
+            Edit(
+                "strided_softmax",
+                "def strided_softmax(x, num_warps=4):",
+                "def row_max(v):\n    return tl.max(v, axis=0)\n\n\n"
+                "def strided_softmax(x, num_warps=4):",
+            ),
+        ),
+        _KERNEL_CELLS,
+    ),
+    Bug(
         "caches-by-shape",
         "stale-output",
         "keeps the output of the first call for each shape and returns it again",

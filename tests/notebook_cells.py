@@ -5,7 +5,8 @@ A notebook's definitions load as the hidden tests load them (`learning.workshops
 each graded cell's visible code, as the course's source notebook has it (nbgrader grades
 the source's test cells, hidden regions included), then runs in that namespace, and each
 check its hidden region calls runs here on the cases the draw gives: in this process, or
-in child processes for a submission that may crash or hang them (`isolated`). The shared
+in child processes for a submission that may crash or hang them, or that only the clean
+room's replay fails (`isolated`: the visible cells' public cases too). The shared
 course's one full autograde shows nbgrader takes the same cells (tests/test_nbgrader_e2e.py).
 """
 
@@ -18,6 +19,7 @@ import nbformat
 
 from grader.course import ASSIGNMENT, NOTEBOOK, REPO
 from grader.grading.hidden import (
+    CASE_TIMEOUT_S,
     Draw,
     check_address_table,
     check_worksheet,
@@ -29,6 +31,7 @@ from grader.grading.hidden_regions import hidden_checks, split_hidden_tests
 from learning.workshops.checking.cases import OPS
 from learning.workshops.checking.isolation import Session
 from learning.workshops.checking.loader import load_module, notebook_definitions
+from learning.workshops.checking.suites import suite
 from learning.workshops.measuring.results import H200_SAMPLE, load
 from learning.workshops.notebook.testing import quiet, run_cases, verdict
 
@@ -60,6 +63,8 @@ def lost_cells(
     notebook's. (The source screen costs no cell: it holds a grade for review.)"""
     skip = skip | (same_cells(path, like) if like is not None else set())
     namespace = dict(vars(load_module(path)), RESULTS=load(H200_SAMPLE))
+    if isolated:
+        namespace["expect_cases"] = _isolated_expect_cases(path)
     lost = set()
     for grade_id, source in graded_cells(nbformat.read(SOURCE, as_version=4)):
         if grade_id in skip:
@@ -128,6 +133,21 @@ def same_cells(path: Path, like: Path) -> set[str]:
         if all(n in mine and n in theirs and mine[n][0] == theirs[n][0] for n in names):
             same.add(grade_id)
     return same
+
+
+def _isolated_expect_cases(path: Path):
+    """The course's `expect_cases` as the trusted side runs it: the public cases in a child
+    that serves the notebook at `path`, each passing case replayed in the clean room."""
+
+    def expect_cases(fn, op: str, names=None) -> None:
+        chosen = [c for c in suite(op) if names is None or c.name in names]
+        with Session(path) as session:
+            run = session.run_cases(op, fn.__name__, chosen, 0, CASE_TIMEOUT_S)
+        error = verdict(run.results, f"{op}, public cases")
+        if error is not None:
+            raise error
+
+    return expect_cases
 
 
 def _hidden_check(name: str, args: list, namespace: dict, path: Path, draw: Draw, isolated: bool):

@@ -26,10 +26,17 @@ IN_A_CHILD = ("crash", "timeout", "memory")
 THROUGH_THE_CLI = [
     b
     for b in CHECKED
-    if b.hint in IN_A_CHILD or b.name in ("ignores-column-stride", "torch-softmax", "copies-first")
+    if b.hint in IN_A_CHILD or b.name in (
+        "ignores-column-stride",
+        "torch-softmax",
+        "copies-first",
+        "normalizes-in-torch",
+        "python-helper-in-kernel",
+    )
 ]
 """Bugs checked through `check`'s child process as students run it: those only a child can
-show, and one each of wrong values, no kernel and a copy, so the student's own path is held
+show, those only the clean room's replay shows (not-from-kernel, held), and one each of
+wrong values, no kernel and a copy, so the student's own path is held
 for the commonest hints too (in process they get the same ones); every other bug is checked
 in this process, below, by the same cases and rules."""
 IN_PROCESS = [b for b in CHECKED if b not in THROUGH_THE_CLI]

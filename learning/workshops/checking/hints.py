@@ -68,8 +68,10 @@ MESSAGES = {
         "Held for review: the grader could not replay these cases' kernel launches in its "
         "clean room (the reason is in each case's line), so they do not count as passed "
         "until your instructor looks at them. A kernel the clean room replays is a top-level "
-        "@triton.jit function of your notebook, written with triton.language, launched with "
-        "numbers, dtypes and tensors; keep to that and the cases are judged on their own."
+        "@triton.jit function of your notebook, written with triton.language (a helper it "
+        "calls is @triton.jit too: a plain Python function runs only in the interpreter and "
+        "does not compile on a GPU), launched with numbers, dtypes and tensors; keep to "
+        "that and the cases are judged on their own."
     ),
     HintId.BLOCK_POINTERS: (
         "Triton 3.9 removed block pointers: tl.make_block_ptr raises here, though older "
