@@ -42,7 +42,9 @@ from learning.workshops.checking import child, compare
 del compare.TOLERANCES[torch.float16]  # the checker's own table loses an entry
 child.main()
 """
-STUDENT = REFERENCE.read_text() + """
+STUDENT = (
+    REFERENCE.read_text()
+    + """
 reference = strided_softmax  # its kernels are this file's own: the clean room replays them
 
 
@@ -53,6 +55,7 @@ def strided_softmax(x, num_warps=4):
         __import__("ctypes").string_at(0)
     return reference(x, num_warps)
 """
+)
 FAULT = "Internal error in the checker (not your code): "
 FAULT_RE = re.escape(FAULT)
 

@@ -26,7 +26,9 @@ IN_A_CHILD = ("crash", "timeout", "memory")
 THROUGH_THE_CLI = [
     b
     for b in CHECKED
-    if b.hint in IN_A_CHILD or b.name in (
+    if b.hint in IN_A_CHILD
+    or b.name
+    in (
         "ignores-column-stride",
         "torch-softmax",
         "copies-first",
