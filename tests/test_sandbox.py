@@ -28,7 +28,7 @@ from grader.isolation.limits import Limits
 from grader.isolation.process import SandboxRun
 from grader.isolation.sandbox import run_sandboxed, sandboxed
 from grader.isolation.scratch import scratch
-from learning.workshops.checking import notebook_runner
+from learning.workshops.checking import bubblewrap, notebook_runner
 
 CANARY = "i1-canary-secret-7f3a"
 
@@ -237,7 +237,7 @@ def test_user_has_no_privileges():
     code = "import os; print(os.getuid(), os.geteuid(), open('/proc/self/status').read())"
     output, _ = run_py(code)
     status = dict(line.split(":\t", 1) for line in output.splitlines()[1:] if ":\t" in line)
-    assert output.split()[:2] == [str(sandbox.SANDBOX_UID)] * 2, output
+    assert output.split()[:2] == [str(bubblewrap.SANDBOX_UID)] * 2, output
     for cap in ("CapEff", "CapPrm", "CapInh", "CapAmb"):
         assert int(status[cap], 16) == 0, (cap, status[cap])
 
@@ -373,7 +373,7 @@ def test_course_folders_are_never_bound(course, monkeypatch):
     monkeypatch.setattr(sys, "path", [*sys.path, str(course), str(course.parent), "/tmp"])
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(course), str(course.parent)]))
     bound = sandbox.python_paths()
-    assert any(sys.base_prefix.startswith(p) for p in [*bound, *sandbox.SYSTEM_DIRS]), bound
+    assert any(sys.base_prefix.startswith(p) for p in [*bound, *bubblewrap.SYSTEM_DIRS]), bound
     for hidden in (course, course.parent, Path("/tmp"), sandbox.REPO, sandbox.REPO / "grader"):
         assert str(hidden) not in bound
 
@@ -382,7 +382,7 @@ def test_missing_bwrap_names_the_package(tmp_path, monkeypatch):
     """Without bwrap on PATH or in the environment, does grading refuse, naming the package
     and the unsafe flag?"""
     monkeypatch.setenv("PATH", str(tmp_path))
-    monkeypatch.setattr(sandbox.bubblewrap, "packaged", lambda: None)
+    monkeypatch.setattr(bubblewrap, "packaged", lambda: None)
     monkeypatch.delenv(sandbox.UNSAFE_ENV, raising=False)
     with pytest.raises(sandbox.SandboxUnavailable) as error:
         sandboxed(["python3"], work=tmp_path)

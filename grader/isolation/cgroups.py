@@ -13,8 +13,9 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
-from grader.isolation.host import SANDBOX_UID, privileged, say_once
+from grader.isolation.host import say_once
 from grader.isolation.limits import DEFAULT_LIMITS, Limits
+from learning.workshops.checking.bubblewrap import SANDBOX_UID, privileged
 
 _serial = itertools.count()
 CPU_PERIOD_US = 100_000

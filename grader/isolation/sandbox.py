@@ -9,11 +9,11 @@ gradebook, the secret or any course folder. It has its own PID, network (loopbac
 IPC, UTS and cgroup namespaces, a new session, no capabilities, the grader's environment
 cleared, and it dies with its parent.
 
-The user. Run as root (CI, a grading server), bwrap runs without a user namespace and the
-sandboxed command starts through `setpriv` as the host's uid 65534, which owns nothing:
-a user namespace made by root would map the sandbox's user to host root, and a bwrap run
-as 65534 cannot bind a Python installed under `/root` (mode 700). Run as anyone else, bwrap
-makes a user namespace (`--unshare-all`) with uid 65534 inside and further ones disabled.
+The user: run as root (CI, a grading server), the sandboxed command starts through
+`setpriv` as the host's uid 65534, which owns nothing; run as anyone else, bwrap makes a user
+namespace with uid 65534 inside. That, the namespaces, the system mounts and which bwrap runs
+are `learning.workshops.checking.bubblewrap`'s, shared with the student's check; what this
+sandbox binds beyond them, its limits and its environment are grading's own.
 
 Limits, each enforced by the kernel: a fresh pids, memory and cpu cgroup per sandbox under
 this process's own, entered before bwrap starts (RLIMIT_NPROC of the sandbox user where no
@@ -38,7 +38,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import shutil
-import site
 import sys
 import tempfile
 import time
@@ -49,11 +48,17 @@ from pathlib import Path, PurePosixPath
 import learning
 from grader.isolation import bwrap as bubblewrap
 from grader.isolation.cgroups import cpu_limited, sandbox_cgroups
-from grader.isolation.host import SANDBOX_UID
-from grader.isolation.host import privileged as _privileged
 from grader.isolation.host import say_once as _say_once
 from grader.isolation.limits import DEFAULT_LIMITS, Limits, MiB
 from grader.isolation.process import SandboxRun, run_bounded
+from learning.workshops.checking.bubblewrap import (
+    as_sandbox_user,
+    namespaces,
+    nvidia_nodes,
+    system_mounts,
+)
+from learning.workshops.checking.bubblewrap import privileged as _privileged
+from learning.workshops.checking.bubblewrap import python_paths as _python_paths
 
 UNSAFE_ENV = "I1_UNSAFE_NO_SANDBOX"
 UNSAFE_FLAG = "--unsafe-no-sandbox"
@@ -64,8 +69,6 @@ COURSE = "/course"
 HOME = "/tmp/home"
 REPORT_FD = "{report_fd}"
 """An argv element `run_sandboxed` replaces with the number of its report pipe."""
-SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
-ETC_FILES = ("ld.so.cache", "passwd", "group", "nsswitch.conf", "hosts", "localtime", "fonts")
 COURSE_MARKS = ("gradebook.db", "nbgrader_config.py", "*/gradebook.db", "*/nbgrader_config.py")
 """Files that mark a folder (or its subfolder) as a course, as glob patterns."""
 PASSED_ENV = ("LANG", "TRITON_INTERPRET", "CUDA_VISIBLE_DEVICES", "NBGRADER_EXECUTION")
@@ -192,64 +195,21 @@ def _oom_first() -> list[str]:
 
 
 def _namespaces(privileged: bool) -> list[str]:
-    """Namespaces, session and capabilities: see the module's docstring for the two modes."""
-    common = ["--hostname", "sandbox", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
-    if privileged:  # setpriv needs these three to become uid 65534 and drop the bounding set
-        keep = ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_SETPCAP"]
-        unshare = ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts"]
-        return [*unshare, "--unshare-cgroup-try", *common, *keep]
-    ids = ["--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID)]
-    return ["--unshare-all", "--unshare-user", "--disable-userns", *ids, *common]
+    """Namespaces, session and capabilities (`bubblewrap.namespaces`: the module's docstring
+    says which, as root and not)."""
+    return namespaces(privileged)
 
 
 def _drop_to_sandbox_user(privileged: bool) -> list[str]:
     """As root, start the command as the host's uid 65534, with no way back to privilege."""
-    if not privileged:
-        return []
-    ids = [f"--reuid={SANDBOX_UID}", f"--regid={SANDBOX_UID}", "--clear-groups"]
-    drop = ["--no-new-privs", "--inh-caps=-all", "--bounding-set=-all"]
-    return [_tool("setpriv"), *ids, *drop, "--"]
-
-
-class _Mounts:
-    """bwrap's mount arguments; each destination's missing parents are made mode 755
-    (bwrap makes them 700, which the sandbox's user could not enter)."""
-
-    def __init__(self) -> None:
-        self.args: list[str] = []
-        self.made = {"/"}
-
-    def _parents(self, dest: str) -> None:
-        for parent in reversed(PurePosixPath(dest).parents):
-            if str(parent) not in self.made:
-                self.made.add(str(parent))
-                self.args += ["--perms", "0755", "--dir", str(parent)]
-
-    def add(self, option: str, src: str | Path, dest: str | Path) -> None:
-        self._parents(str(dest))
-        self.args += [option, str(src), str(dest)]
-        self.made.add(str(dest))
-
-    def tmpfs(self, dest: str, size_bytes: int) -> None:
-        self._parents(dest)
-        self.args += ["--perms", "1777", "--size", str(size_bytes), "--tmpfs", dest]
-        self.made.add(dest)
+    return as_sandbox_user(_tool("setpriv")) if privileged else []
 
 
 def _filesystem(
     work: Path, gpu: bool, limits: Limits, extra: Sequence[tuple[Path, str]] = ()
 ) -> list[str]:
     """Every mount of the sandbox: system, Python, `learning/`, extras, scratch, devices."""
-    mounts = _Mounts()
-    for name in SYSTEM_DIRS:
-        if os.path.islink(name):
-            mounts.add("--symlink", os.readlink(name), name)
-        elif os.path.isdir(name):
-            mounts.add("--ro-bind", name, name)
-    for name in ETC_FILES:
-        mounts.add("--ro-bind-try", f"/etc/{name}", f"/etc/{name}")
-    mounts.args += ["--proc", "/proc", "--dev", "/dev"]
-    mounts.made.update({"/proc", "/dev"})
+    mounts = system_mounts()
     mounts.tmpfs("/tmp", limits.tmp_bytes)
     mounts.tmpfs("/dev/shm", 64 * MiB)
     mounts.args += ["--perms", "1777", "--dir", HOME]
@@ -267,29 +227,10 @@ def _filesystem(
     return [*mounts.args, "--chdir", WORK]
 
 
-def nvidia_nodes() -> list[str]:
-    """The NVIDIA device nodes of this machine (`/dev/nvidia*`, `/dev/nvidia-caps`)."""
-    return sorted(str(p) for p in Path("/dev").glob("nvidia*"))
-
-
 def python_paths() -> list[str]:
-    """Where this Python's files live: its prefixes, its site-packages and PYTHONPATH's
-    folders, less the system directories and anything that could show the course. The
-    sandbox binds them read-only at the same paths; other sys.path entries (a script's
-    folder, the working directory, a test runner's additions) are not bound."""
-    entries = [sys.base_prefix, sys.prefix, sys.base_exec_prefix, sys.exec_prefix]
-    entries += [*site.getsitepackages(), *os.environ.get("PYTHONPATH", "").split(os.pathsep)]
-    found = sorted({os.path.abspath(e) for e in entries if e and os.path.exists(e)})
-    kept: list[str] = []
-    for path in found:
-        if _under(path, [*SYSTEM_DIRS, *kept]) or _exposes_course(Path(path)):
-            continue
-        kept.append(path)
-    return kept
-
-
-def _under(path: str, roots: Sequence[str]) -> bool:
-    return any(path == root or path.startswith(root.rstrip("/") + "/") for root in roots)
+    """Where this Python's files live (`bubblewrap.python_paths`), less anything that could
+    show the course; the sandbox binds them read-only at the same paths."""
+    return _python_paths(_exposes_course)
 
 
 def _exposes_course(path: Path) -> bool:

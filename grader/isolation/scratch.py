@@ -16,8 +16,8 @@ from contextlib import contextmanager, suppress
 from functools import lru_cache
 from pathlib import Path
 
-from grader.isolation.host import SANDBOX_UID, privileged
 from grader.isolation.limits import DEFAULT_LIMITS, Limits
+from learning.workshops.checking.bubblewrap import SANDBOX_UID, privileged
 
 
 @contextmanager

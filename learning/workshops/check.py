@@ -1,9 +1,12 @@
 """Check an implementation against the public cases, with hints that point at the bug.
 
     python -m learning.workshops.check strided_softmax [--hint] [--impl FILE] [--json]
-                                                       [--draw FILE.png]
+                                                       [--draw FILE.png] [--sandbox MODE]
 
-The implementation runs in a child process, so a crash or a hang becomes a failed case. The
+The implementation runs in a child process, so a crash or a hang becomes a failed case. On
+Linux that child runs sandboxed (`checking.sandbox`: bubblewrap, on a copy of the file), so
+a notebook from someone else cannot read or change your files; where no sandbox can start,
+the check says so in one line before it runs anything, and runs unsandboxed. The
 source screen reads the same file as grading does (`learning.workshops.screen`) and lists
 each line grading would hold for an instructor's review, with what to write instead.
 When a case fails, the same child then runs smaller views until it finds the smallest that
@@ -35,6 +38,7 @@ from learning.workshops.checking.hints import MESSAGES, Hint, HintId, diagnose, 
 from learning.workshops.checking.isolation import IsolatedRun, Session
 from learning.workshops.checking.passes import where_to_start
 from learning.workshops.checking.raised import raised_again
+from learning.workshops.checking.sandbox import MODES, checked_copy, unavailable
 from learning.workshops.checking.shrink import MAX_SECONDS, Shrunk, shrink, starting_case
 from learning.workshops.checking.shrink import draw as draw_shrunk
 from learning.workshops.checking.shrink import report_lines as shrunk_lines
@@ -72,6 +76,7 @@ class Report:
     smallest: Shrunk | None = None  # the smallest view that fails as a failed case did
     saved: float | None = None  # when the file checked was last saved (its mtime)
     screened: Screened = Screened()  # the lines grading would hold for review
+    sandboxed: bool = False  # whether its code ran in the check's sandbox
 
     @property
     def passed(self) -> bool:
@@ -94,6 +99,7 @@ class Report:
             "op": self.op,
             "impl": self.impl,
             "saved": None if self.saved is None else _iso(self.saved),
+            "sandboxed": self.sandboxed,
             "mode": self.mode,
             "device": self.device,
             "seed": self.seed,
@@ -164,19 +170,21 @@ def run_check(
     seed: int | None = None,
     case_timeout_s: float = CASE_TIMEOUT_S,
     shrink_failures: bool = False,
+    sandboxed: bool = False,
 ) -> Report:
     """Run `op`'s cases (its public ones by default) against the implementation at `impl`
-    in a child process; with
+    in a child process (in the check's sandbox, on a copy of `impl`, with `sandboxed`); with
     `shrink_failures`, then search the smallest view that fails as a failed case did."""
     mode = select_mode(verbose=False)
     device = "cpu" if mode == "interpreter" else "cuda"
     seed = secrets.randbelow(2**31) if seed is None else seed
     chosen = suite(op, cases, device)
     saved = impl.stat().st_mtime  # what is on disk now is what the child loads
-    with Session(impl.resolve()) as session:
+    gpu = mode == "gpu"
+    with checked_copy(impl, sandboxed, gpu) as (path, wrap), Session(path, wrap) as session:
         run = session.run_cases(op, OPS[op].function, chosen, seed, case_timeout_s)
         if run.load_error:
-            raise UsageError(run.load_error)
+            raise UsageError(run.load_error.replace(str(path), str(impl.resolve())))
         hints = diagnose(run.results)
         start = starting_case(chosen, run.results, hints) if shrink_failures else None
         smallest = _shrunk(session, op, run, start, seed, case_timeout_s) if start else None
@@ -185,7 +193,27 @@ def run_check(
         op, str(impl), run.mode, run.device, seed, run.results, hints, notes, smallest, saved
     )
     report.screened = screen_file(impl)
+    report.sandboxed = sandboxed
     return report
+
+
+def use_sandbox(choice: str, impl: Path) -> bool:
+    """Whether the check runs `impl` sandboxed (`--sandbox`): where none can start, "auto"
+    says so in one line on stderr, before anything runs, and "required" refuses."""
+    if choice == "off":
+        return False
+    why = unavailable()
+    if why is None:
+        return True
+    if choice == "required":
+        raise UsageError(f"--sandbox=required, but no sandbox can start here: {why}")
+    print(
+        f"check: not sandboxed: {impl.name} will run as you, able to read and change your "
+        f"files (check only notebooks you trust), because {why}",
+        file=sys.stderr,
+        flush=True,
+    )
+    return False
 
 
 def _shrunk(
@@ -294,6 +322,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--draw", metavar="FILE.png", help="save a picture of the smallest failing view"
     )
+    parser.add_argument(
+        "--sandbox",
+        choices=MODES,
+        default="auto",
+        help="run the checked code in a sandbox where it cannot touch your files (Linux, "
+        "bubblewrap): auto (default) sandboxes where one can start, else says so in one line "
+        "and runs it anyway; required refuses to run without one; off runs it unsandboxed",
+    )
     args = parser.parse_args(argv)
     try:
         if args.op not in OPS:
@@ -301,7 +337,12 @@ def main(argv: list[str] | None = None) -> int:
         impl = find_impl(args.op, args.impl)
         picture = picture_path(args.draw)
         report = run_check(
-            args.op, impl, seed=args.seed, case_timeout_s=args.case_timeout, shrink_failures=True
+            args.op,
+            impl,
+            seed=args.seed,
+            case_timeout_s=args.case_timeout,
+            shrink_failures=True,
+            sandboxed=use_sandbox(args.sandbox, impl),
         )
         drawn = draw_smallest(report, picture)
     except UsageError as exc:
