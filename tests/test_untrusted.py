@@ -1,0 +1,193 @@
+"""What a submission makes is its own failure, never the grader's: its exceptions and returned
+objects read without letting them raise in the checks, its report decoded as the data it is,
+and its child processes started within the submission's budget (issue 48)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+
+import torch
+
+from learning.workshops.checking import child
+from learning.workshops.checking.cases import OPS, Case, CaseResult, Failure
+from learning.workshops.checking.exchange import build_inputs
+from learning.workshops.checking.judge import settle
+from learning.workshops.checking.raised import raised_text
+from learning.workshops.checking.untrusted import (
+    class_name,
+    made,
+    text,
+)
+
+SOFTMAX = OPS["strided_softmax"]
+
+HOSTILE_OBJECTS = '''
+import torch
+
+
+class Unspeakable(ValueError):
+    """A refusal whose message cannot be read."""
+
+    def __str__(self):
+        raise RuntimeError("no message for you")
+
+
+class Nameless(type):
+    @property
+    def __name__(cls):
+        raise RuntimeError("no name for you")
+
+
+class Anonymous(Exception, metaclass=Nameless):
+    pass
+
+
+class Slippery(str):
+    def strip(self, *args):
+        raise RuntimeError("no stripping")
+
+    def splitlines(self, *args):
+        raise RuntimeError("no lines")
+
+
+class Wriggles(Exception):
+    def __str__(self):
+        return Slippery("a message that will not be split")
+
+
+class Classless:
+    @property
+    def __class__(self):
+        raise RuntimeError("no class for you")
+
+
+class PassesForATensor:
+    __class__ = torch.Tensor
+
+
+class Booby(torch.Tensor):
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        raise RuntimeError("every method of this tensor raises")
+
+
+def strided_softmax(x, num_warps=4):
+    if x.dim() != 2:
+        raise Unspeakable()
+    width = int(x.shape[1])
+    if width == 2:
+        raise Unspeakable()
+    if width == 3:
+        raise Anonymous("nameless")
+    if width == 4:
+        raise Wriggles()
+    if width == 5:
+        return Classless()
+    if width == 6:
+        return PassesForATensor()
+    if width == 7:
+        return torch.zeros(x.shape).as_subclass(Booby)
+    y = torch.softmax(x.float(), dim=1).to(x.dtype)
+    y.is_contiguous = None  # a method shadowed on the object itself
+    y.stride = lambda *args: 1 / 0
+    return y
+'''
+"""A submission whose every call makes an object that raises when the checks read it."""
+EXPECTED = {
+    "unspeakable": (
+        Failure.EXCEPTION,
+        "raised Unspeakable (its message could not be read: its __str__ raised RuntimeError)",
+    ),
+    "anonymous": (Failure.EXCEPTION, "raised Anonymous: nameless"),
+    "wriggles": (Failure.EXCEPTION, "raised Wriggles: a message that will not be split"),
+    "classless": (Failure.NOT_A_TENSOR, "returned Classless, expected a torch.Tensor"),
+    "passes": (Failure.NOT_A_TENSOR, "returned PassesForATensor, expected a torch.Tensor"),
+    "booby": (Failure.NOT_A_TENSOR, "returned Booby, expected a torch.Tensor"),
+    "shadowed": (Failure.NO_KERNEL, "no Triton kernel was launched"),
+    "refused": (Failure.UNCLEAR_ERROR, "which does not name the problem"),
+}
+CASES = [
+    Case("unspeakable", "transpose", 3, 2),
+    Case("anonymous", "transpose", 3, 3),
+    Case("wriggles", "transpose", 3, 4),
+    Case("classless", "slice", 3, 5),
+    Case("passes", "slice", 3, 6),
+    Case("booby", "contiguous", 3, 7),
+    Case("shadowed", "contiguous", 3, 8),
+    Case("refused", bad_input="3-d"),
+]
+
+
+def test_an_exception_whose_message_or_name_raises_is_read_as_such():
+    """Are an exception's class name (a metaclass property that raises) and message (a
+    __str__ that raises, or returns a string whose methods raise) read without raising,
+    the unreadable part said as such?"""
+    namespace: dict = {}
+    exec(compile(HOSTILE_OBJECTS, "<student>", "exec"), namespace)  # noqa: S102 - the test's
+    anonymous, wriggles = namespace["Anonymous"]("nameless"), namespace["Wriggles"]()
+    assert class_name(anonymous) == "Anonymous"
+    assert text(namespace["Unspeakable"]()) == (
+        "(its message could not be read: its __str__ raised RuntimeError)"
+    )
+    assert type(text(wriggles)) is str and text(wriggles).splitlines()
+    assert raised_text(wriggles) == "raised Wriggles: a message that will not be split"
+    assert not made(namespace["Classless"](), BaseException, torch.Tensor)
+    assert not made(namespace["PassesForATensor"](), torch.Tensor)
+
+
+def test_objects_that_raise_when_read_fail_the_students_cases_not_the_checks(tmp_path):
+    """Does every call whose exception or returned object raises when the checks read it
+    (its name, its message, its class, its methods) fail that case as the student's, with
+    the cause named, and never as an internal error, in the child and in the parent?"""
+    impl = tmp_path / "hostile.py"
+    impl.write_text(HOSTILE_OBJECTS)
+    sent = {c.name: build_inputs("new", c, 3) for c in CASES}
+    job = {
+        "op": "strided_softmax",
+        "function": "strided_softmax",
+        "seed": 3,
+        "cases": [{**asdict(c), "inputs": sent[c.name].to_wire()} for c in CASES],
+    }
+    events = []
+    child.serve(impl, [job], lambda event, **fields: events.append((event, fields)))
+    kinds = [event for event, _ in events]
+    assert "internal-error" not in kinds, events
+    results = [json.loads(json.dumps(fields)) for event, fields in events if event == "result"]
+    assert [r["name"] for r in results] == [c.name for c in CASES]
+    for case, event in zip(CASES, results, strict=True):
+        settled = settle(
+            SOFTMAX, case, sent[case.name], CaseResult.from_event(event), event["seen"]
+        )
+        failure, said = EXPECTED[case.name]
+        assert (settled.failure, case.name) == (failure, case.name), settled.detail
+        assert said in settled.detail, settled.detail
+
+
+def test_a_method_of_the_students_that_raises_in_the_checks_is_the_students(monkeypatch):
+    """When the checks themselves run the student's code and it raises (here a returned
+    tensor's method, had it reached the checks), is the case the student's exception, naming
+    its line, and not the checker's internal error?"""
+    from learning.workshops.checking import cases
+
+    def reads_a_students_method(fn, op, case, *args, **kwargs):
+        fn(None, num_warps=4)  # the checks running the student's code outside the call
+
+    def student(x, num_warps=4):
+        raise ZeroDivisionError("a method of the student's raised")
+
+    monkeypatch.setattr(cases, "run_case", reads_a_students_method)
+    events = []
+    case = Case("contiguous")
+    child.run_one(
+        student,
+        {"op": "strided_softmax", "seed": 1},
+        case,
+        {"storages": []},
+        torch.device("cpu"),
+        lambda event, **fields: events.append((event, fields)),
+    )
+    [(event, fields)] = [e for e in events if e[0] != "start"]
+    assert event == "result" and fields["failure"] == "exception"
+    assert "your code raised ZeroDivisionError: a method of the student's raised" in fields["text"]
+    assert "test_untrusted.py" in fields["text"]  # the student's line: here, this file's
