@@ -5,17 +5,25 @@ and its child processes started within the submission's budget (issue 48)."""
 from __future__ import annotations
 
 import json
+import os
+import tempfile
+import time
 from dataclasses import asdict
 
+import pytest
 import torch
 
-from learning.workshops.checking import child
+from learning.workshops.checking import child, isolation
 from learning.workshops.checking.cases import OPS, Case, CaseResult, Failure
 from learning.workshops.checking.exchange import build_inputs
+from learning.workshops.checking.isolation import Session
 from learning.workshops.checking.judge import settle
 from learning.workshops.checking.raised import raised_text
 from learning.workshops.checking.untrusted import (
+    MAX_DEPTH,
+    Unreadable,
     class_name,
+    decoded,
     made,
     text,
 )
@@ -191,3 +199,120 @@ def test_a_method_of_the_students_that_raises_in_the_checks_is_the_students(monk
     assert event == "result" and fields["failure"] == "exception"
     assert "your code raised ZeroDivisionError: a method of the student's raised" in fields["text"]
     assert "test_untrusted.py" in fields["text"]  # the student's line: here, this file's
+
+
+@pytest.mark.parametrize(
+    ("line", "why"),
+    [
+        (b"[" * 100_000 + b"]" * 100_000, f"JSON nested deeper than {MAX_DEPTH} levels"),
+        (b'{"a": ' * 40 + b"1" + b"}" * 40, f"JSON nested deeper than {MAX_DEPTH} levels"),
+        (b"null", "JSON null, not an object"),
+        (b'"eof"', "JSON string, not an object"),
+        (b"\xff\xfe", "not JSON"),
+        (b"{'event': 'result'}", "not JSON"),
+    ],
+    ids=["deep-array", "deep-object", "null", "a-string", "not-utf8", "not-json"],
+)
+def test_a_report_line_that_is_not_what_was_asked_is_refused_with_its_cause(line, why):
+    """Is a report line that nests too deep, or is not a JSON object, refused with a named
+    cause (never a RecursionError, never a sentinel the reader uses, like "eof")?"""
+    with pytest.raises(Unreadable, match=why) as refused:
+        decoded(line)
+    with tempfile.TemporaryFile() as report:  # a pipe would hold only 64 KiB of it
+        report.write(line + b"\n")
+        report.seek(0)
+        reader = isolation._EventReader(os.dup(report.fileno()))
+    try:
+        assert reader.next(time.monotonic() + 5) == f"garbled ({refused.value})"
+    finally:
+        reader.close()
+
+
+RESULT = {
+    "event": "result",
+    "name": "transpose",
+    "passed": False,
+    "detail": "transpose: wrong",
+    "failure": "values",
+    "features": ["transpose"],
+    "launches": 1,
+    "cols": 5,
+    "text": "wrong",
+}
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("text", ["not", "text"]),
+        ("failure", "no-such-failure"),
+        ("failure", 3),
+        ("features", [["nested"]]),
+        ("launches", "1"),
+        ("launches", True),
+        ("cols", None),
+        ("name", {"a": 1}),
+    ],
+)
+def test_a_result_with_a_field_of_another_type_is_garbled(field, value):
+    """Is a result event whose field is missing or of another type refused (ValueError, read
+    as a garbled report: the student's crash), before any of it is used?"""
+    assert CaseResult.from_event(dict(RESULT)).failure is Failure.VALUES
+    with pytest.raises(ValueError):
+        CaseResult.from_event({**RESULT, field: value})
+    with pytest.raises(ValueError):
+        CaseResult.from_event({k: v for k, v in RESULT.items() if k != field})
+
+
+@pytest.mark.parametrize(
+    ("kind", "event"),
+    [
+        ("internal-error", {"case": "x", "detail": {"a": 1}, "where": 3}),
+        ("note", {"text": {"deep": [1]}}),
+        ("missing", {"detail": ["strided_softmax"]}),
+        ("answers", {"answers": {"value": 1}}),
+        ("answers", {"answers": [{"raised": 3, "message": "x"}]}),
+        ("answers", {"answers": [{"message": "no value, nothing raised"}]}),
+    ],
+)
+def test_other_events_with_fields_of_another_type_are_garbled(kind, event):
+    """Is an internal-error, note, missing or answers event whose fields are not text (or
+    not answers) refused with ValueError, the garbled report it is?"""
+    run = isolation.IsolatedRun()
+    case = Case("transpose", "transpose", 7, 5)
+    with pytest.raises(ValueError):
+        if kind == "internal-error":
+            isolation._result(kind, event, SOFTMAX, case, build_inputs("new", case, 1))
+        else:
+            isolation._other(kind, event, run, [])
+
+
+GARBLES = """
+import os, sys, time
+
+report = int(sys.argv[sys.argv.index("--report-fd") + 1])
+
+
+def strided_softmax(x, num_warps=4):
+    if x.shape[1] == 5:  # a report line nested 100,000 deep
+        os.write(report, b"[" * 100_000 + b"]" * 100_000 + b"\\n")
+        time.sleep(60)
+    return x.clone()
+"""
+
+
+def test_a_deeply_nested_report_fails_its_case_as_a_crash_and_the_next_runs(tmp_path):
+    """Does a child that sends a line nested 100,000 deep fail that case as a crash naming
+    the cause, where it once raised RecursionError in the parent, and a fresh child run the
+    next case?"""
+    impl = tmp_path / "garbles.py"
+    impl.write_text(GARBLES)
+    cases = [Case("transpose", "transpose", 7, 5), Case("contiguous", "contiguous", 5, 7)]
+    with Session(impl) as session:
+        run = session.run_cases("strided_softmax", "strided_softmax", cases, 1, 60.0)
+    first, second = run.results
+    assert first.failure is Failure.CRASH
+    assert first.verdict.text == (
+        f"its report to the checker was garbled (JSON nested deeper than {MAX_DEPTH} levels)"
+    )
+    assert second.failure is not Failure.CRASH and second.failure != "internal-error"

@@ -10,8 +10,11 @@ and caps on the size and number of its events. A segfault, a
 fatal error, a hang or a GPU context lost to an illegal address fails the case that was
 running, with its cause, and a fresh child picks up at the next case; a runaway allocation
 fails at the child's memory limit. After a few crashes in one job the rest of its cases are
-reported as not run, rather than paying a process start for each. A case whose checks
-themselves raised fails as `internal-error` (see `faults`), and the same child goes on.
+reported as not run, rather than paying a process start for each. Every report line is
+decoded by `untrusted.decoded` (JSON, an object, not too deep) and every field is checked for
+its type before use: a report that is not what was asked for is the submission's crash, with
+its cause. A case whose checks themselves raised fails as `internal-error` (see `faults`),
+and the same child goes on.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from learning.workshops.checking.child import child_env
 from learning.workshops.checking.exchange import TEXT_LIMIT, Inputs, build_inputs
 from learning.workshops.checking.faults import internal_result
 from learning.workshops.checking.judge import settle
+from learning.workshops.checking.untrusted import Unreadable, decoded
 
 CHILD_MODULE = "learning.workshops.checking.child"
 """The module each child runs (`python -m`); see its docstring for the protocol."""
@@ -130,6 +134,9 @@ class Session:
         if stop is not None or not answers:
             why = stop.text if stop is not None else "it gave no answer"
             raise CallsFailed(f"{function} could not be called: {why}")
+        if len(answers[0]) != len(inputs):
+            why = f"its process gave {len(answers[0])} answers to {len(inputs)} calls"
+            raise CallsFailed(f"{function} could not be called: {why}")
         return answers[0]
 
     def _run(
@@ -226,11 +233,14 @@ class _Child:
         os.close(report_write)
         child = cls(process, os.fdopen(job_write, "w"), _EventReader(report_read), log)
         event = child.events.next(time.monotonic() + LOAD_TIMEOUT_S)
-        if isinstance(event, dict) and event.get("event") == "loaded":
-            session.mode, session.device = event["mode"], event["device"]
+        kind = event.get("event") if isinstance(event, dict) else None
+        if kind == "loaded" and _texts(event, "mode", "device"):
+            session.mode, session.device = event["mode"][:TEXT_LIMIT], event["device"][:TEXT_LIMIT]
             return child
-        if isinstance(event, dict) and event.get("event") == "load-error":
-            session.load_error = event["detail"]
+        if kind == "load-error" and _texts(event, "detail"):
+            session.load_error = event["detail"][:TEXT_LIMIT]
+        elif isinstance(event, dict):
+            session.load_error = f"its report was garbled while {session.impl} loaded"
         elif event is None:
             session.load_error = f"{session.impl} took over {LOAD_TIMEOUT_S:.0f} s to load."
         else:
@@ -271,6 +281,8 @@ def _result(kind: str, event: dict, op, case: Case, inputs: Inputs) -> CaseResul
     """A case's result, settled here from the data of the child's `result` event; an
     `internal-error` event (the child's checks raised) is that case's internal error."""
     if kind == "internal-error":
+        if not _texts(event, "detail", "where"):
+            raise ValueError("an internal-error event without its detail and place as text")
         text = f"{event['detail']} at {event['where']}"[:TEXT_LIMIT]
         return internal_result(case, text)
     child = CaseResult.from_event(event)
@@ -280,16 +292,34 @@ def _result(kind: str, event: dict, op, case: Case, inputs: Inputs) -> CaseResul
 def _other(kind: str, event: dict, run: IsolatedRun, answers: list | None) -> None:
     """An event that is not a case's result: a missing function, a calls job's answers, a
     note (kept, bounded), a start (nothing to do)."""
+    if kind in ("missing", "note") and not _texts(event, "detail" if kind == "missing" else "text"):
+        raise ValueError(f"a {kind} event without its text")
     if kind == "missing":
-        run.load_error = str(event["detail"])[:TEXT_LIMIT]
+        run.load_error = event["detail"][:TEXT_LIMIT]
     elif kind == "answers" and answers is not None:
-        answers.append(event["answers"])
+        answers.append(_answers(event.get("answers")))
     elif kind == "note":
-        note = str(event["text"])[:TEXT_LIMIT]
+        note = event["text"][:TEXT_LIMIT]
         if note not in run.notes and len(run.notes) < MAX_NOTES:
             run.notes.append(note)
     elif kind != "start":
         raise ValueError(f"an event of unknown kind {str(kind)[:40]!r}")
+
+
+def _texts(event: dict, *keys: str) -> bool:
+    """Whether each of `keys` is in `event` and a string."""
+    return all(isinstance(event.get(key), str) for key in keys)
+
+
+def _answers(answers: object) -> list[dict]:
+    """A calls job's answers as `calls.answer_calls` makes them: a list of {"value": ...} or
+    {"raised": name, "message": text}; ValueError when they are not."""
+    if not isinstance(answers, list) or not all(isinstance(a, dict) for a in answers):
+        raise ValueError("answers that are not a list of objects")
+    for answer in answers:
+        if not (_texts(answer, "raised", "message") if "raised" in answer else "value" in answer):
+            raise ValueError("an answer with neither a value nor what was raised, as text")
+    return answers
 
 
 def _failed(case: Case, failure: Failure, why: str) -> CaseResult:
@@ -318,8 +348,9 @@ class _EventReader:
         self.buffer = b""
 
     def next(self, deadline: float):
-        """The next event; "eof" when the writer is gone, "overflow" for a line longer than
-        MAX_EVENT_BYTES, "garbled" for one that is not JSON, None past the deadline."""
+        """The next event (a JSON object); "eof" when the writer is gone, "overflow" for a
+        line longer than MAX_EVENT_BYTES, "garbled (why)" for one that is not a JSON object
+        or nests too deep (`untrusted.decoded`), None past the deadline."""
         while b"\n" not in self.buffer:
             if len(self.buffer) > MAX_EVENT_BYTES:
                 return "overflow"
@@ -332,9 +363,9 @@ class _EventReader:
             self.buffer += chunk
         line, self.buffer = self.buffer.split(b"\n", 1)
         try:
-            return json.loads(line)
-        except ValueError:
-            return "garbled"
+            return decoded(line)
+        except Unreadable as exc:
+            return f"garbled ({exc})"
 
     def close(self) -> None:
         os.close(self.fd)
