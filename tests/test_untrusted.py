@@ -316,3 +316,61 @@ def test_a_deeply_nested_report_fails_its_case_as_a_crash_and_the_next_runs(tmp_
         f"its report to the checker was garbled (JSON nested deeper than {MAX_DEPTH} levels)"
     )
     assert second.failure is not Failure.CRASH and second.failure != "internal-error"
+
+
+SLEEPS_AND_DIES = """
+import os, time
+
+time.sleep(@SLEEP@)  # at load, in every child
+
+
+def strided_softmax(x, num_warps=4):
+    os._exit(1)  # in every call
+"""
+
+
+def sleeps_and_dies(tmp_path, sleep_s: float):
+    impl = tmp_path / "sleeps.py"
+    impl.write_text(SLEEPS_AND_DIES.replace("@SLEEP@", str(sleep_s)))
+    return impl
+
+
+JOBS = [
+    [Case(f"{layout}-{i}", layout, 3, 5) for i in range(2)] for layout in ("slice", "transpose")
+]
+
+
+def test_child_starts_stop_at_the_sessions_cap(tmp_path, monkeypatch):
+    """Does a child that sleeps at load and dies in every call get at most MAX_STARTS
+    children per session, the cases after that failed as not run with the reason?"""
+    monkeypatch.setattr(isolation, "MAX_STARTS", 2)
+    results = []
+    with Session(sleeps_and_dies(tmp_path, 0.2)) as session:
+        for cases in JOBS:
+            results += session.run_cases("strided_softmax", "strided_softmax", cases, 1, 60).results
+        assert session.starts == 2
+    assert [r.failure for r in results] == [Failure.CRASH] * 2 + [Failure.TIMEOUT] * 2
+    assert results[-1].verdict.text == (
+        "not run: its process was started 2 times already, crashing or hanging"
+    )
+
+
+BUDGET_S = 6.0
+
+
+def test_a_child_start_waits_no_longer_than_the_sessions_budget(tmp_path):
+    """Does a child's load wait no longer than the session's budget has left (it once waited
+    LOAD_TIMEOUT_S, 180 s, whatever the budget), and once the budget is spent does no child
+    start, every case left failed as not run with the reason?"""
+    started = time.monotonic()
+    results = []
+    with Session(sleeps_and_dies(tmp_path, 60.0), budget_s=BUDGET_S) as session:
+        for cases in JOBS:
+            results += session.run_cases("strided_softmax", "strided_softmax", cases, 1, 60).results
+    took = time.monotonic() - started
+    assert took < BUDGET_S + 2, took  # the loading child killed at the budget, nothing more
+    assert session.starts == 1 and session.load_error is None
+    assert [r.failure for r in results] == [Failure.TIMEOUT] * 4
+    assert {r.verdict.text for r in results} == {
+        "not run: the submission's time for its checks ran out"
+    }

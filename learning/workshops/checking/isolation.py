@@ -10,11 +10,13 @@ and caps on the size and number of its events. A segfault, a
 fatal error, a hang or a GPU context lost to an illegal address fails the case that was
 running, with its cause, and a fresh child picks up at the next case; a runaway allocation
 fails at the child's memory limit. After a few crashes in one job the rest of its cases are
-reported as not run, rather than paying a process start for each. Every report line is
-decoded by `untrusted.decoded` (JSON, an object, not too deep) and every field is checked for
-its type before use: a report that is not what was asked for is the submission's crash, with
-its cause. A case whose checks themselves raised fails as `internal-error` (see `faults`),
-and the same child goes on.
+reported as not run, rather than paying a process start for each. Starting a child counts
+against the session's budget too: its load waits no longer than the budget has left, and once
+the budget or MAX_STARTS is spent no child starts and the cases left fail as not run, saying
+why. Every report line is decoded by `untrusted.decoded` (JSON, an object, not too deep) and
+every field is checked for its type before use: a report that is not what was asked for is
+the submission's crash, with its cause. A case whose checks themselves raised fails as
+`internal-error` (see `faults`), and the same child goes on.
 """
 
 from __future__ import annotations
@@ -42,6 +44,13 @@ CHILD_MODULE = "learning.workshops.checking.child"
 """The module each child runs (`python -m`); see its docstring for the protocol."""
 MAX_CRASHES = 3
 LOAD_TIMEOUT_S = 180.0
+MAX_STARTS = 12
+"""Children one session may start: its first, and one after each crash or hang. An honest
+submission needs one (a crashing kernel a few more); one that dies in every call stops here,
+its remaining cases failed as not run, rather than paying a start (up to LOAD_TIMEOUT_S) for
+each: such a child once got 50 starts and 205-236 s for one submission against 5 s."""
+CAUSE_WAIT_S = 10.0
+"""How long a child whose report ended may take to exit before it is killed."""
 MEMORY_LIMIT_BYTES = 8 * 1024**3
 """Host memory a child may map for its heap: the cases need well under 1 GiB, and a
 runaway allocation fails at 8 GiB with an error rather than making the machine swap."""
@@ -83,7 +92,9 @@ class Session:
         self.load_error: str | None = None
         self.mode = self.device = "unknown"
         self.ends = None if budget_s is None else time.monotonic() + budget_s
-        """When every job of this session must be done (None: no limit but each case's)."""
+        """When every job of this session must be done, child starts included (None: no
+        limit but each case's and each load's)."""
+        self.starts = 0
 
     def __enter__(self) -> Session:
         return self
@@ -107,6 +118,11 @@ class Session:
         inputs = {id(c): build_inputs(kind, c, seed) for c in cases}
         remaining, crashes = list(cases), 0
         while remaining:
+            spent = self.spent() if self.child is None and self.load_error is None else None
+            if spent is not None:  # no child may start: none of these runs
+                why = f"not run: {spent}"
+                run.results.extend(_failed(c, Failure.TIMEOUT, why) for c in remaining)
+                break
             job = {"op": op, "function": function, "seed": seed}
             job["cases"] = [{**asdict(c), "inputs": inputs[id(c)].to_wire()} for c in remaining]
             judged = [(c, inputs[id(c)]) for c in remaining]
@@ -152,7 +168,9 @@ class Session:
         Verdict) that stopped it, or None. Each case of `judged` (a case and the input sent
         for it) is settled from the data its result carries."""
         if self.load_error is None and self.child is None:
-            self.child = _Child.start(self)
+            stop = self._start()
+            if stop is not None:
+                return 0, stop
         if self.load_error is not None:
             run.load_error = self.load_error
             return 0, None
@@ -185,6 +203,30 @@ class Session:
                 self.close()
                 return finished, stop
 
+    def _start(self) -> Verdict | None:
+        """Start a child, its load bounded by what is left of the budget: None when one runs
+        (or the definitions do not load: `load_error`), else why none does."""
+        spent = self.spent()
+        if spent is None:
+            self.starts += 1
+            self.child = _Child.start(self, self._deadline(LOAD_TIMEOUT_S))
+            if self.child is not None or self.load_error is not None:
+                return None
+            spent = self.spent() or "its process did not start"
+        return Verdict(Failure.TIMEOUT, f"not run: {spent}")
+
+    def spent(self) -> str | None:
+        """Why no child may start any more (the budget is spent, or MAX_STARTS), or None."""
+        if self.out_of_time():
+            return "the submission's time for its checks ran out"
+        if self.starts >= MAX_STARTS:
+            return f"its process was started {self.starts} times already, crashing or hanging"
+        return None
+
+    def out_of_time(self) -> bool:
+        """Whether the session's budget is spent."""
+        return self.ends is not None and time.monotonic() >= self.ends
+
     def _deadline(self, timeout_s: float) -> float:
         """When the case now running must be done: `timeout_s` from now, within the session's."""
         deadline = time.monotonic() + timeout_s
@@ -197,7 +239,7 @@ class Session:
                 return Verdict(Failure.CRASH, "it flooded its report to the checker with events")
             return None
         if event is None:
-            if self.ends is not None and time.monotonic() >= self.ends:
+            if self.out_of_time():
                 return Verdict(Failure.TIMEOUT, "the submission's time for its checks ran out")
             return Verdict(Failure.TIMEOUT, f"no result after {timeout_s:.0f} s")
         if event == "eof":
@@ -212,9 +254,10 @@ class _Child:
         self.process, self.jobs, self.events, self.log = process, jobs, events, log
 
     @classmethod
-    def start(cls, session: Session) -> _Child | None:
-        """A child loading `session`'s submission; None, with the session's load_error set,
-        when it does not load."""
+    def start(cls, session: Session, deadline: float) -> _Child | None:
+        """A child loading `session`'s submission, loaded by `deadline`; None, with the
+        session's load_error set when it does not load (left unset when the session's
+        budget ran out first)."""
         job_read, job_write = os.pipe()
         report_read, report_write = os.pipe()
         log = tempfile.TemporaryFile()
@@ -232,7 +275,7 @@ class _Child:
         os.close(job_read)
         os.close(report_write)
         child = cls(process, os.fdopen(job_write, "w"), _EventReader(report_read), log)
-        event = child.events.next(time.monotonic() + LOAD_TIMEOUT_S)
+        event = child.events.next(deadline)
         kind = event.get("event") if isinstance(event, dict) else None
         if kind == "loaded" and _texts(event, "mode", "device"):
             session.mode, session.device = event["mode"][:TEXT_LIMIT], event["device"][:TEXT_LIMIT]
@@ -241,6 +284,8 @@ class _Child:
             session.load_error = event["detail"][:TEXT_LIMIT]
         elif isinstance(event, dict):
             session.load_error = f"its report was garbled while {session.impl} loaded"
+        elif event is None and session.out_of_time():
+            pass  # the session's time ran out, not the load's: no job runs now anyway
         elif event is None:
             session.load_error = f"{session.impl} took over {LOAD_TIMEOUT_S:.0f} s to load."
         else:
@@ -259,7 +304,7 @@ class _Child:
     def cause(self) -> str:
         """Why the child ended: the signal, or the exit status, and its last output line."""
         try:
-            code = self.process.wait(timeout=10)
+            code = self.process.wait(timeout=CAUSE_WAIT_S)
         except subprocess.TimeoutExpired:
             self.process.kill()
             code = self.process.wait()
