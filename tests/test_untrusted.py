@@ -96,6 +96,10 @@ def strided_softmax(x, num_warps=4):
         return PassesForATensor()
     if width == 7:
         return torch.zeros(x.shape).as_subclass(Booby)
+    if width == 9:
+        return torch.empty(x.shape, device="meta")
+    if width == 10:
+        return torch.zeros(x.shape).to_sparse()
     y = torch.softmax(x.float(), dim=1).to(x.dtype)
     y.is_contiguous = None  # a method shadowed on the object itself
     y.stride = lambda *args: 1 / 0
@@ -112,6 +116,8 @@ EXPECTED = {
     "classless": (Failure.NOT_A_TENSOR, "returned Classless, expected a torch.Tensor"),
     "passes": (Failure.NOT_A_TENSOR, "returned PassesForATensor, expected a torch.Tensor"),
     "booby": (Failure.NOT_A_TENSOR, "returned Booby, expected a torch.Tensor"),
+    "meta": (Failure.NOT_A_TENSOR, "returned a tensor on meta, expected a torch.Tensor"),
+    "sparse": (Failure.NOT_A_TENSOR, "returned a sparse_coo tensor, expected a torch.Tensor"),
     "shadowed": (Failure.NO_KERNEL, "no Triton kernel was launched"),
     "refused": (Failure.UNCLEAR_ERROR, "which does not name the problem"),
 }
@@ -122,6 +128,8 @@ CASES = [
     Case("classless", "slice", 3, 5),
     Case("passes", "slice", 3, 6),
     Case("booby", "contiguous", 3, 7),
+    Case("meta", "transpose", 3, 9),
+    Case("sparse", "transpose", 3, 10),
     Case("shadowed", "contiguous", 3, 8),
     Case("refused", bad_input="3-d"),
 ]
@@ -146,8 +154,9 @@ def test_an_exception_whose_message_or_name_raises_is_read_as_such():
 
 def test_objects_that_raise_when_read_fail_the_students_cases_not_the_checks(tmp_path):
     """Does every call whose exception or returned object raises when the checks read it
-    (its name, its message, its class, its methods) fail that case as the student's, with
-    the cause named, and never as an internal error, in the child and in the parent?"""
+    (its name, its message, its class, its methods, a device or layout no check reads) fail
+    that case as the student's, with the cause named, and never as an internal error, in the
+    child and in the parent?"""
     impl = tmp_path / "hostile.py"
     impl.write_text(HOSTILE_OBJECTS)
     sent = {c.name: build_inputs("new", c, 3) for c in CASES}

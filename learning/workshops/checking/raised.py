@@ -66,14 +66,29 @@ def called(fn: Callable, *args, num_warps: int) -> object:
 def returned(value: object) -> object:
     """A returned value the checks can read without running the student's code: a tensor as
     a fresh alias of it (nothing set on the object comes along), an exception or a value of
-    Python's own types as it is, anything else (a tensor subclass too) as a `Returned` of
-    its class's name."""
+    Python's own types as it is, anything else (a tensor subclass, a tensor no check can
+    read) as a `Returned` of its class's name or of what the tensor is."""
     if type(value) is torch.Tensor:
+        unread = unreadable_tensor(value)
+        if unread is not None:
+            return type(unread, (Returned,), {})()
         with torch._C._DisableTorchDispatch():  # no dispatch mode of the checks sees this
             return torch.Tensor.detach(value)
     if made(value, BaseException) or type(value) in BUILTIN_VALUES:
         return value
     return type(class_name(value), (Returned,), {})()
+
+
+def unreadable_tensor(t: torch.Tensor) -> str | None:
+    """What `t` is when no check can read its elements (a nested or sparse tensor, one on
+    the meta device), or None for a strided tensor on the CPU or a GPU."""
+    if t.is_nested:
+        return "a nested tensor"
+    if t.layout != torch.strided:
+        return f"a {str(t.layout).removeprefix('torch.')} tensor"
+    if t.device.type not in ("cpu", "cuda"):
+        return f"a tensor on {t.device.type}"
+    return None
 
 
 def exception_kind(exc: BaseException) -> Failure:
