@@ -2,10 +2,10 @@
 
 It speaks the same protocol with no GPU, its gate polled by the host: its `--impl` is a JSON
 file of how it behaves (the milliseconds each command sleeps, whether its checksums or rows
-are off, whether it loads, answers, answers with a length it never sends, or waits for the
-gate before it says its work is queued, as a function that synchronises must, or answers
-from what the gate held before the command), so the trusted side's judging can be tested
-without CUDA. Its checksums are its seed's: the gate's seed.
+are off, whether it loads, what it sends first, whether a call raises, answers, answers with a
+length it never sends, or waits for the gate before it says its work is queued, as a function
+that synchronises must, or answers from what the gate held before the command), so the
+trusted side's judging can be tested without CUDA. Its checksums are its seed's: the gate's seed.
 """
 
 from __future__ import annotations
@@ -44,6 +44,9 @@ def main() -> None:
     if how.get("load_error"):
         reply(fd, json.dumps({"load_error": how["load_error"]}).encode())
         return
+    if "first_reply" in how:  # whatever a hostile server sends first, as it is
+        reply(fd, how["first_reply"].encode())
+        return
     reply(fd, json.dumps({"loaded": True, "device": "a fake GPU"}).encode())
     for line in sys.stdin:
         words = line.split()
@@ -62,6 +65,10 @@ def main() -> None:
             open(once, "w").close()
             reply(fd, json.dumps({"error": "OutOfMemoryError: CUDA out of memory."}).encode())
             seed_of(generation)  # the parent opens the gate after any first reply
+            continue
+        if op == "call" and how.get("call_error"):  # the student's function raised this
+            reply(fd, json.dumps({"error": how["call_error"]}).encode())
+            seed_of(generation)
             continue
         if op == "call" and how.get("silent"):
             time.sleep(3600)

@@ -116,13 +116,38 @@ def test_a_reference_slowed_beside_the_submission_earns_nothing(timed, monkeypat
     [
         ({"silent": True}, "no reply in time"),
         ({"bad_length": True}, "not its length"),
-        ({"load_error": "NameError: tl"}, "do not load (NameError: tl)"),
+        ({"load_error": "NameError: tl"}, "do not load in the timing's process"),
     ],
 )
 def test_a_student_server_that_fails_scores_0_with_its_cause(timed, monkeypatch, how, why):
     monkeypatch.setattr(timing_servers, "CALL_TIMEOUT_S", 2.0)
     points, record = timed(how)
     assert points == 0 and why in record["error"]
+
+
+LEAK = "hidden 4096x4096 leaked"
+"""Text the student's server chose: it must not reach the timing cell, a hidden cell."""
+
+
+@pytest.mark.parametrize(
+    ("how", "why"),
+    [
+        ({"first_reply": "null"}, "not what was asked for: JSON null, not an object"),
+        ({"first_reply": f"{LEAK}, not JSON"}, "not what was asked for: not JSON"),
+        ({"first_reply": "[" * 100_000 + "]" * 100_000}, "nested deeper than 32 levels"),
+        ({"first_reply": '{"loaded": "' + LEAK + '"}'}, "do not load in the timing's process"),
+        ({"load_error": LEAK}, "do not load in the timing's process"),
+        ({"call_error": LEAK}, "a timed call raised an error"),
+    ],
+    ids=["null", "not-json", "deep", "not-loaded", "load-error", "call-error"],
+)
+def test_a_servers_garbled_or_failed_reply_is_the_students_in_the_graders_words(timed, how, why):
+    """Is a first reply that is null, not JSON, nested too deep or not a load, and a failed
+    load or call, the student's failure (0 points) with its cause named in the grader's
+    words alone, never the checker's fault and never the server's own text?"""
+    points, record = timed(how)
+    assert points == 0 and why in record["error"], record
+    assert not record.get("internal_error") and LEAK not in json.dumps(record)
 
 
 def test_running_out_of_gpu_memory_once_is_retried(timed, tmp_path):

@@ -44,7 +44,18 @@ def test_a_smoke_tests_output_in_a_hidden_cell_cannot_score():
     kept = trusted.as_notes(outputs)
     assert [o.output_type for o in kept] == ["stream", "stream"]
     assert all(o.name == "stdout" for o in kept)
-    assert "quick check before the hidden tests failed: AssertionError" in kept[1].text
+    assert kept[1].text == trusted.SMOKE_FAILED + "\n"
+
+
+def test_no_text_of_the_childs_reaches_a_hidden_cell_from_its_smoke_test():
+    """Is a smoke test's error (its class name and message, both the child's to choose: here
+    a list of the student's hidden cases) told in the grader's words alone?"""
+    new = nbformat.v4.new_output
+    leak = "hidden-transpose-0 hidden-wide 3x1234"
+    error = new("error", ename=f"Leak_{leak}", evalue=f"seen: {leak}", traceback=[leak])
+    kept = trusted.as_notes([error])
+    assert [o.text for o in kept] == [trusted.SMOKE_FAILED + "\n"]
+    assert all(leak not in str(o) for o in kept)
 
 
 def test_each_submission_gets_fresh_cases_of_the_same_kinds():

@@ -51,7 +51,13 @@ from grader.grading.timing_record import (
     band,
     from_json,
 )
-from grader.grading.timing_servers import LOAD_TIMEOUT_S, SEED_BITS, Server, TimingFailed
+from grader.grading.timing_servers import (
+    LOAD_TIMEOUT_S,
+    OUT_OF_MEMORY,
+    SEED_BITS,
+    Server,
+    TimingFailed,
+)
 from learning.workshops.checking.faults import (
     INTERNAL_ERROR,
     CheckerFault,
@@ -86,8 +92,6 @@ INTERFERENCE = 1.10
 RETRIES = 1
 """Whole timings run again when the reference was disturbed, or the student's server ran
 out of GPU memory, before the submission is held responsible."""
-OUT_OF_MEMORY = "out of memory"
-"""In the reason a server failed: CUDA's words for an allocation it could not make."""
 
 
 def _server_argv(impl: str) -> list[str]:
@@ -139,8 +143,10 @@ class Servers:
                 self.failure = str(exc)
             for i, (rows, cols) in enumerate(self.shapes):
                 self.reference.call("warm", rows, cols, 2, i, LOAD_TIMEOUT_S)
-        except Exception as exc:  # the reference's side: the checker's fault
-            self.failure = f"internal: {type(exc).__name__}: {exc}"
+        except Exception as exc:  # the reference's side: the checker's fault, said in full
+            detail = getattr(exc, "detail", "")
+            said = f"internal: {type(exc).__name__}: {exc}"
+            self.failure = said + (f" ({detail})" if detail else "")
         finally:
             if self.student:
                 self.student.halt()
@@ -362,7 +368,8 @@ def _rows_differ(student: Server, reference: Server, rows: int, cols: int, rng) 
     import numpy as np
 
     picked = " ".join(str(r) for r in rng.sample(range(rows), ROWS_PER_SAMPLE))
-    got = np.frombuffer(student.ask(f"rows {picked}"), dtype=np.float32)
+    raw = student.ask(f"rows {picked}")  # the student's bytes: whole float32s only
+    got = np.frombuffer(raw[: len(raw) // 4 * 4], dtype=np.float32)
     want = np.frombuffer(reference.ask(f"rows {picked}"), dtype=np.float32)
     if got.shape == want.shape and np.allclose(got, want, rtol=1e-4, atol=1e-6):
         return ""

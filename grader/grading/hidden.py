@@ -9,6 +9,7 @@ saying so, and the hints sidecar records the test as `internal-error`.
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import dataclasses
 import functools
@@ -300,7 +301,7 @@ def _triples(got) -> list[tuple[int, ...]]:
     """The entries of an address table as tuples of ints; AssertionError when they are not."""
     try:
         return [tuple(int(v) for v in entry) for entry in got]
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, OverflowError) as exc:  # int(inf) overflows
         raise AssertionError(
             f"address_table must return (row, column, storage index) entries of ints; reading "
             f"what it returned as such raised {type(exc).__name__}"
@@ -384,7 +385,10 @@ def run_function_check(
         inputs = [{"results": r.to_json()} for r in worksheet_inputs()]
         check = unrecorded
     try:
-        answers = student_calls(session, function, inputs)
+        answers = in_grader_words(session.call(function, inputs, CASE_TIMEOUT_S))
+    except CallsFailed:  # its reason quotes the child (a load error, its last output line)
+        return False, f"{function}: {NOT_CALLED}"
+    try:
         with contextlib.redirect_stdout(io.StringIO()) as said:
             check(replay(answers))
     except (AssertionError, CheckerFault) as exc:
@@ -392,6 +396,29 @@ def run_function_check(
     except Exception as exc:  # the check's own code raised: the checker's fault
         raise CheckerFault(internal_message([f"hidden:{function}: {fault_text(exc)}"])) from exc
     return True, last_line(said.getvalue())
+
+
+NOT_CALLED = (
+    "it could not be called on the hidden inputs: the notebook's definitions did not load on "
+    "their own, or the process running it crashed or ran out of time. Restart the kernel and "
+    "run the notebook top to bottom to see why."
+)
+"""What a hidden function check says when the child gave no answers: the grader's words."""
+
+
+def in_grader_words(answers: list[dict]) -> list[dict]:
+    """`answers` as a hidden cell may tell of them: an exception named by its class when that
+    is one of Python's own (else "Exception"), with no message: a hidden cell shows only the
+    grader's words, never text the child chose."""
+    return [
+        {"raised": _builtin_exception(a["raised"]), "message": ""} if "raised" in a else a
+        for a in answers
+    ]
+
+
+def _builtin_exception(name: str) -> str:
+    known = getattr(builtins, name, None)
+    return name if isinstance(known, type) and issubclass(known, BaseException) else "Exception"
 
 
 def view_input(view: torch.Tensor) -> dict:
@@ -424,8 +451,9 @@ def replay(answers: list[dict]) -> Callable:
 
     def answered(*args, **kwargs):
         answer = next(queue)
-        if "raised" in answer:
-            raise type(answer["raised"], (Exception,), {})(answer["message"])
+        if "raised" in answer:  # a name, as a class's name may be, and its message
+            name = answer["raised"].replace("\0", "?")[:100]
+            raise type(name, (Exception,), {})(answer["message"])
         return answer["value"]
 
     return answered

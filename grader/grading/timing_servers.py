@@ -1,7 +1,10 @@
 """The GPU timing's servers as the trusted side drives them: one process each, commands in,
 replies out (`learning.workshops.measuring.timed_calls` is the other end).
 
-A reply is read with a deadline and a bound on its size; a stoppable server (the student's)
+A reply is read with a deadline and a bound on its size, and decoded as the untrusted data it
+is (`untrusted.decoded`: JSON, an object, not too deep): anything else is the student's
+failure, said in the grader's words (the timing cell is a hidden cell: no text the student's
+server chose appears in it). A stoppable server (the student's)
 has every process stopped (SIGSTOP) between its commands, so nothing of the submission runs
 while the reference is timed. Each server has a gate of its own, a page only this process
 writes: a timed command's seed goes there when this process starts its clock.
@@ -10,7 +13,6 @@ writes: a timed command's seed goes there when this process starts its clock.
 from __future__ import annotations
 
 import ctypes
-import json
 import mmap
 import os
 import select
@@ -21,6 +23,7 @@ import time
 
 from grader.isolation.cpu_share import signal_tree
 from learning.workshops.checking.child import child_env
+from learning.workshops.checking.untrusted import Unreadable, decoded
 from learning.workshops.measuring.gate import GATE_BYTES, SEED_BITS
 
 LOAD_TIMEOUT_S = 120.0
@@ -32,10 +35,18 @@ GATE_WAIT_S = 0.2
 function that synchronises the device cannot queue ahead, and is timed from the opening."""
 SPIN_S = 1.0
 """How long a timed reply is waited for by polling before this process sleeps for it."""
+OUT_OF_MEMORY = "out of memory"
+"""In the reason a server failed: CUDA's words for an allocation it could not make."""
 
 
 class TimingFailed(Exception):
-    """The student's side of the timing failed: 0 points, for the reason given."""
+    """The student's side of the timing failed: 0 points, for the reason given in the
+    grader's words; `detail` is what the server itself said (shown only where the server is
+    the course's own, the reference's)."""
+
+    def __init__(self, reason: str, detail: str = "") -> None:
+        super().__init__(reason)
+        self.detail = detail[:300]
 
 
 class Server:
@@ -76,7 +87,7 @@ class Server:
             self._fill(deadline)
         head, self.buffer = self.buffer.split(b"\n", 1)
         if not head.isdigit() or int(head) > REPLY_BYTES:
-            raise TimingFailed(f"a timing reply began {head[:40]!r}, not its length")
+            raise TimingFailed("a timing reply began with something that is not its length")
         size = int(head)
         while len(self.buffer) < size:
             self._fill(deadline)
@@ -97,10 +108,13 @@ class Server:
             pass
 
     def first(self) -> dict:
-        """The server's first reply, once its function has loaded."""
-        reply = json.loads(self.read(LOAD_TIMEOUT_S))
-        if "loaded" not in reply:
-            raise TimingFailed(f"the definitions do not load ({reply.get('load_error', reply)})")
+        """The server's first reply, once its function has loaded; TimingFailed when it says
+        the function did not load, or is not a JSON object."""
+        reply = _reply(self.read(LOAD_TIMEOUT_S))
+        if reply.get("loaded") is not True:
+            said = reply.get("load_error")
+            reason = "the definitions do not load in the timing's process"
+            raise TimingFailed(reason, said if isinstance(said, str) else "")
         return reply
 
     def ask(self, words: str) -> bytes:
@@ -172,12 +186,21 @@ class Server:
         self.log.close()
 
 
-def _json(payload: bytes) -> dict:
-    """A gated command's reply; TimingFailed when it is not JSON or says the call failed."""
+def _reply(payload: bytes) -> dict:
+    """A reply as a JSON object; TimingFailed, naming what it was instead, when it is not."""
     try:
-        reply = json.loads(payload)
-    except ValueError as exc:
-        raise TimingFailed("a timing reply was not JSON") from exc
-    if not isinstance(reply, dict) or "error" in reply:
-        raise TimingFailed(str(reply.get("error", reply) if isinstance(reply, dict) else reply))
+        return decoded(payload)
+    except Unreadable as exc:
+        raise TimingFailed(f"a timing reply was not what was asked for: {exc}") from None
+
+
+def _json(payload: bytes) -> dict:
+    """A gated command's reply; TimingFailed when it is not a JSON object or says the call
+    failed (in the grader's words: out of memory, or an error; the server's own in `detail`)."""
+    reply = _reply(payload)
+    if "error" in reply:
+        said = reply["error"] if isinstance(reply["error"], str) else ""
+        if OUT_OF_MEMORY in said.lower():
+            raise TimingFailed(f"a timed call ran {OUT_OF_MEMORY} on the GPU", said)
+        raise TimingFailed("a timed call raised an error; run the benchmark to see it", said)
     return reply

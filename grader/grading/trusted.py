@@ -50,6 +50,12 @@ if TYPE_CHECKING:
     from learning.workshops.screen import Screened
 
 NOTEBOOK = "strided_softmax.ipynb"
+SMOKE_FAILED = (
+    "The quick check before the hidden tests failed; run the cell in your notebook to see why."
+)
+"""What a hidden cell says of its failed smoke test: the grader's words alone. The error's own
+line is the child's to choose (a class name, a message), and once listed a student's hidden
+cases."""
 
 
 def submission_draw(resources: dict, root: Path) -> Draw:
@@ -76,16 +82,15 @@ def draw_for(db_url: str | None, assignment: str | None, student: str, root: Pat
 
 def as_notes(outputs: list) -> list[NotebookNode]:
     """What the smoke test before a hidden region showed (run here, `Runner.visible`), kept
-    for the student to read but unable to score: printed text stays, an error becomes a
-    line of text, anything else goes."""
+    for the student to read but unable to score: what the course's cell printed here stays,
+    an error becomes SMOKE_FAILED (the grading log has its line), anything else goes."""
     kept = []
     for output in outputs:
         kind = output.get("output_type")
         if kind == "stream" and output.get("name") == "stdout":
             kept.append(output)
         elif kind == "error":
-            what = f"{output.get('ename')}: {output.get('evalue')}".splitlines()[0][:300]
-            kept.append(_stream(f"The quick check before the hidden tests failed: {what}"))
+            kept.append(_stream(SMOKE_FAILED))
     return kept
 
 

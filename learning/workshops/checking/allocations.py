@@ -64,7 +64,7 @@ class GuardAllocations(DispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        if func is not torch.ops.aten.empty.memory_format or not _floating(kwargs):
+        if func is not torch.ops.aten.empty.memory_format or not _guarded(kwargs):
             return func(*args, **kwargs)
         layout = kwargs.get("memory_format")
         if layout not in (None, torch.contiguous_format):
@@ -84,5 +84,8 @@ def _dtype(kwargs: dict) -> torch.dtype:
     return kwargs.get("dtype") or torch.get_default_dtype()
 
 
-def _floating(kwargs: dict) -> bool:
-    return _dtype(kwargs).is_floating_point
+def _guarded(kwargs: dict) -> bool:
+    """Whether an allocation is guarded: floating point, on the CPU or a GPU (on the meta
+    device, say, a guard could not be read)."""
+    device = torch.device(kwargs.get("device") or "cpu")
+    return _dtype(kwargs).is_floating_point and device.type in ("cpu", "cuda")

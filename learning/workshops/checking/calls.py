@@ -45,6 +45,7 @@ def plain(value):
 def answer_calls(fn, calls: list[dict]) -> list[dict]:
     """`fn` called on each input spec: `{"value": ...}` for what it returned, or
     `{"raised": name, "message": ...}` for what it raised (the student's error is the answer)."""
+    from learning.workshops.checking.untrusted import class_name, text
     from learning.workshops.notebook.testing import quiet
 
     answers = []
@@ -54,5 +55,5 @@ def answer_calls(fn, calls: list[dict]) -> list[dict]:
             with quiet():
                 answers.append({"value": plain(fn(value))})
         except Exception as exc:
-            answers.append({"raised": type(exc).__name__, "message": str(exc)[:300]})
+            answers.append({"raised": class_name(exc), "message": text(exc)[:300]})
     return answers

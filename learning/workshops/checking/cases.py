@@ -47,6 +47,7 @@ from learning.workshops.checking.suites import (
     Op,
     suite,
 )
+from learning.workshops.checking.untrusted import class_name, made
 from learning.workshops.checking.views import describe
 from learning.workshops.contracts import interpreter_active
 
@@ -245,7 +246,7 @@ def _refused(call: Call) -> Verdict | None:
 
 
 def _raised(call: Call) -> Verdict | None:
-    if not isinstance(call.out, Exception):
+    if not made(call.out, Exception):
         return None
     return Verdict(exception_kind(call.out), raised_text(call.out))
 
@@ -257,10 +258,10 @@ def _past_allocation(call: Call) -> Verdict | None:
 
 
 def _not_a_tensor(call: Call) -> Verdict | None:
-    if isinstance(call.out, torch.Tensor):
+    if made(call.out, torch.Tensor):
         return None
     return call.found(
-        Failure.NOT_A_TENSOR, f"returned {type(call.out).__name__}, expected a torch.Tensor"
+        Failure.NOT_A_TENSOR, f"returned {class_name(call.out)}, expected a torch.Tensor"
     )
 
 

@@ -101,8 +101,8 @@ def run_cases(fn, job: dict, device, emit: Callable[..., None]) -> None:
 def run_one(fn, job: dict, case, spec_inputs: dict, device, emit: Callable[..., None]) -> None:
     """Run one case on the input the parent sent: its result with what the call returned
     and left (`seen`, which the parent judges), or an `internal-error` event when the checks
-    themselves raised (run_case catches the student's exceptions); a dead GPU context ends
-    the child."""
+    themselves raised (run_case catches the student's exceptions, and `students_fault` those
+    its objects raised in the checks); a dead GPU context ends the child."""
     from learning.workshops.checking import cases
     from learning.workshops.checking.exchange import Inputs, Observation
     from learning.workshops.checking.faults import describe, fault_site
@@ -119,10 +119,25 @@ def run_one(fn, job: dict, case, spec_inputs: dict, device, emit: Callable[..., 
     if lost:  # every later case would fail with it: end here, as a crash of this case
         print(f"the GPU context died in this case: {lost}", file=sys.stderr, flush=True)
         sys.exit(3)
+    if error is not None and (blamed := students_fault(case, error)) is not None:
+        result, error = blamed, None
     if error is not None:
         emit("internal-error", case=case.name, detail=describe(error), where=fault_site(error))
     else:
         emit("result", **result.to_event(), seen=seen.to_wire())
+
+
+def students_fault(case, error: Exception):
+    """The case failed by the student's code when `error`, raised in the checks, came through
+    a frame of it (a method of an object the call gave back, run as the checks read it), or
+    None: the checks failed on their own."""
+    from learning.workshops.checking.raised import raised_text, student_line
+    from learning.workshops.checking.records import CaseResult, Failure, Verdict
+
+    if student_line(error) is None:
+        return None
+    said = f"the checks read what the call gave back, and your code {raised_text(error)}"
+    return CaseResult.of(case, Verdict(Failure.EXCEPTION, said))
 
 
 def limit_memory(limit_bytes: int) -> None:

@@ -19,6 +19,7 @@ import torch
 from learning.workshops.checking.launch_record import Recording
 from learning.workshops.checking.raised import exception_kind, raised_text, refusal_facts
 from learning.workshops.checking.records import DTYPES
+from learning.workshops.checking.untrusted import class_name, made
 from learning.workshops.checking.views import sentinel_view
 
 WIRE_DTYPES = {
@@ -33,6 +34,8 @@ WIRE_DTYPES = {
 """The dtypes a tensor may cross in; anything else is sent as its type's name only."""
 MAX_TENSOR_BYTES = 64 * 1024**2
 """The most bytes one tensor may carry across; a larger output is reported by its layout."""
+MAX_DIMS, MAX_SIZE = 8, 2**31
+"""The most dimensions, and elements along one, of a tensor a child sends."""
 TEXT_LIMIT = 300
 """Characters kept of any text a child sends (an exception's message, say)."""
 
@@ -112,7 +115,7 @@ def tensor_from_wire(wire: object) -> torch.Tensor:
     if not isinstance(wire, dict) or wire.get("dtype") not in WIRE_DTYPES:
         raise WireError("not a tensor of a known dtype")
     shape = wire.get("shape")
-    if not isinstance(shape, list) or not all(isinstance(n, int) and n >= 0 for n in shape):
+    if not isinstance(shape, list) or len(shape) > MAX_DIMS or not all(_size(n) for n in shape):
         raise WireError("a tensor without a valid shape")
     dtype = WIRE_DTYPES[wire["dtype"]]
     data = wire.get("data")
@@ -127,9 +130,15 @@ def tensor_from_wire(wire: object) -> torch.Tensor:
     return torch.frombuffer(bytearray(raw), dtype=torch.uint8).view(dtype).reshape(shape)
 
 
+def _size(n: object) -> bool:
+    """Whether `n` is a tensor dimension's size as a child may send one."""
+    return type(n) is int and 0 <= n <= MAX_SIZE
+
+
 def returned_to_wire(value: object) -> dict:
-    """What a call gave back, as data: a tensor, the exception it raised, or another type."""
-    if isinstance(value, BaseException):
+    """What a call gave back, as data: a tensor, the exception it raised, or another type
+    (its class's name: read past the object's own hooks, as every part of it here)."""
+    if made(value, BaseException):
         facts = refusal_facts(value)  # the kind a bad input must raise, subclasses included
         return {
             **facts,
@@ -137,9 +146,9 @@ def returned_to_wire(value: object) -> dict:
             "text": raised_text(value)[:TEXT_LIMIT],
             "kind": str(exception_kind(value)),
         }
-    if isinstance(value, torch.Tensor):
+    if type(value) is torch.Tensor:  # a subclass runs the student's code: `raised.returned`
         return {"tensor": tensor_to_wire(value)}
-    return {"type": type(value).__name__[:100]}
+    return {"type": class_name(value)}
 
 
 class Observation:

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from learning.workshops.checking.records import Case, CaseResult, Failure, Verdict
+from learning.workshops.checking.untrusted import class_name, text, traceback_of
 
 INTERNAL_ERROR = Failure.INTERNAL_ERROR.value
 """A case's failure when its checks raised, and the status of a test they raised in."""
@@ -49,7 +50,7 @@ def call_student(name: str, fn: Callable, *args, **kwargs):
 
 def fault_site(exc: BaseException) -> str:
     """`path:line` of the innermost frame in learning/ or grader/ (else the innermost)."""
-    frames = traceback.extract_tb(exc.__traceback__)
+    frames = traceback.extract_tb(traceback_of(exc))
     own = [f for f in frames if _own(f.filename)]
     frame = (own or frames or [None])[-1]
     if frame is None:
@@ -60,9 +61,10 @@ def fault_site(exc: BaseException) -> str:
 
 
 def describe(exc: BaseException) -> str:
-    """'ExcType: first line of its message', or 'ExcType' when it has none."""
-    lines = str(exc).strip().splitlines()
-    return type(exc).__name__ + (f": {lines[0][:300]}" if lines else "")
+    """'ExcType: first line of its message', or 'ExcType' when it has none; read past the
+    exception's own hooks (`untrusted`), since the student's code may have made it."""
+    lines = text(exc).strip().splitlines()
+    return class_name(exc) + (f": {lines[0][:300]}" if lines else "")
 
 
 def fault_text(exc: BaseException) -> str:

@@ -36,6 +36,8 @@ from learning.workshops.checking.records import (
     Verdict,
 )
 from learning.workshops.checking.suites import Op
+from learning.workshops.checking.untrusted import class_name, made
+from learning.workshops.checking.untrusted import text as message_of
 from learning.workshops.checking.views import describe
 from learning.workshops.contracts import interpreter_active, shared_address
 
@@ -114,10 +116,10 @@ def _refuses(fn, x: torch.Tensor, storage: torch.Tensor, case: Case, why: str, s
     if seen is not None:
         seen.saw(out, [storage])
     written = bool(changed(before, storage).any())
-    if not isinstance(out, Exception):
-        text = f"accepted, though {why}" + ("; the storage was written" if written else "")
-        return Verdict(Failure.ALIASING, f"{text}; refuse it (ValueError) before launching")
-    if not isinstance(out, (ValueError, TypeError)):
+    if not made(out, Exception):
+        said = f"accepted, though {why}" + ("; the storage was written" if written else "")
+        return Verdict(Failure.ALIASING, f"{said}; refuse it (ValueError) before launching")
+    if not made(out, ValueError, TypeError):
         return Verdict(
             Failure.UNCLEAR_ERROR, f"{raised_text(out)}, expected a ValueError naming the strides"
         )
@@ -128,14 +130,15 @@ def _refuses(fn, x: torch.Tensor, storage: torch.Tensor, case: Case, why: str, s
             + (" that wrote the storage" if written else "")
             + ": check the strides before launching",
         )
-    named = str(tuple(x.stride())) in str(out) or "stride" in str(out).lower()
+    message = message_of(out)
+    named = str(tuple(x.stride())) in message or "stride" in message.lower()
     if not named:
         return Verdict(
             Failure.UNCLEAR_ERROR,
-            f"raised {type(out).__name__}({first_line(out)!r}), which does not name the "
+            f"raised {class_name(out)}({first_line(out)!r}), which does not name the "
             f"strides {tuple(x.stride())}",
         )
-    return Verdict(None, f"refused ({type(out).__name__}), storage untouched")
+    return Verdict(None, f"refused ({class_name(out)}), storage untouched")
 
 
 def _in_place(fn, op: Op, x: torch.Tensor, storage: torch.Tensor, case: Case, seen) -> Verdict:
@@ -154,15 +157,15 @@ def _in_place(fn, op: Op, x: torch.Tensor, storage: torch.Tensor, case: Case, se
     ):
         out = called(fn, x, num_warps=case.num_warps)
     if seen is not None:
-        in_place = isinstance(out, torch.Tensor) and _same_view(out, x)
+        in_place = made(out, torch.Tensor) and _same_view(out, x)
         seen.saw(out, [storage], recording, in_place=in_place)
     if trace is not None and trace.refused is not None:
         finding = trace.verify(x)[0]
         failure = IN_PLACE_FAILURES.get(finding.kind, AUDIT_FAILURES[finding.kind])
         return Verdict(failure, finding.text)
-    if isinstance(out, OwnershipError):
-        return Verdict(Failure.OUTSIDE_VIEW, str(out))
-    if isinstance(out, Exception):
+    if made(out, OwnershipError):
+        return Verdict(Failure.OUTSIDE_VIEW, message_of(out))
+    if made(out, Exception):
         return Verdict(Failure.EXCEPTION, raised_text(out))
     stray = mode.guards.stray()
     if stray:
@@ -195,8 +198,8 @@ def _in_place(fn, op: Op, x: torch.Tensor, storage: torch.Tensor, case: Case, se
             f"torch read x outside the kernel: {log.torch_reads[0]}; read and write the view "
             "through its strides in the kernel alone",
         )
-    if not (isinstance(out, torch.Tensor) and _same_view(out, x)):
-        what = type(out).__name__ if not isinstance(out, torch.Tensor) else "another tensor"
+    if not (made(out, torch.Tensor) and _same_view(out, x)):
+        what = class_name(out) if not made(out, torch.Tensor) else "another tensor"
         return Verdict(Failure.NOT_IN_PLACE, f"x was softmaxed, but the call returned {what}")
     return Verdict(None, "softmaxed in place")
 
@@ -236,7 +239,7 @@ def _backward(fn, op: Op, case: Case, y, dy, storages, seen) -> Verdict:
     if trace is not None and trace.refused is not None:
         finding = trace.verify(y)[0]
         return Verdict(AUDIT_FAILURES[finding.kind], finding.text)
-    if isinstance(out, Exception):
+    if made(out, Exception):
         return Verdict(Failure.EXCEPTION, raised_text(out))
     stray = mode.guards.stray()
     if stray:
@@ -246,8 +249,8 @@ def _backward(fn, op: Op, case: Case, y, dy, storages, seen) -> Verdict:
         if bool(moved.any()):
             index = int(moved.nonzero()[0])
             return Verdict(Failure.INPUT_WRITTEN, f"{name}'s storage changed at index {index}")
-    if not isinstance(out, torch.Tensor):
-        return Verdict(Failure.NOT_A_TENSOR, f"returned {type(out).__name__}, expected dx")
+    if not made(out, torch.Tensor):
+        return Verdict(Failure.NOT_A_TENSOR, f"returned {class_name(out)}, expected dx")
     shape = tuple(y.shape)
     if tuple(out.shape) != shape:
         return Verdict(Failure.SHAPE, f"dx has shape {tuple(out.shape)}, expected {shape}")

@@ -10,8 +10,13 @@ and caps on the size and number of its events. A segfault, a
 fatal error, a hang or a GPU context lost to an illegal address fails the case that was
 running, with its cause, and a fresh child picks up at the next case; a runaway allocation
 fails at the child's memory limit. After a few crashes in one job the rest of its cases are
-reported as not run, rather than paying a process start for each. A case whose checks
-themselves raised fails as `internal-error` (see `faults`), and the same child goes on.
+reported as not run, rather than paying a process start for each. Starting a child counts
+against the session's budget too: its load waits no longer than the budget has left, and once
+the budget or MAX_STARTS is spent no child starts and the cases left fail as not run, saying
+why. Every report line is decoded by `untrusted.decoded` (JSON, an object, not too deep) and
+every field is checked for its type before use: a report that is not what was asked for is
+the submission's crash, with its cause. A case whose checks themselves raised fails as
+`internal-error` (see `faults`), and the same child goes on.
 """
 
 from __future__ import annotations
@@ -33,6 +38,11 @@ CHILD_MODULE = "learning.workshops.checking.child"
 """The module each child runs (`python -m`); see its docstring for the protocol."""
 MAX_CRASHES = 3
 LOAD_TIMEOUT_S = 180.0
+MAX_STARTS = 12
+"""Children one session may start: its first, and one after each crash or hang. An honest
+submission needs one (a crashing kernel a few more); one that dies in every call stops here,
+its remaining cases failed as not run, rather than paying a start (up to LOAD_TIMEOUT_S) for
+each: such a child once got 50 starts and 205-236 s for one submission against 5 s."""
 MEMORY_LIMIT_BYTES = 8 * 1024**3
 """Host memory a child may map for its heap: the cases need well under 1 GiB, and a
 runaway allocation fails at 8 GiB with an error rather than making the machine swap."""
@@ -75,7 +85,9 @@ class Session:
         self.load_error: str | None = None
         self.mode = self.device = "unknown"
         self.ends = None if budget_s is None else time.monotonic() + budget_s
-        """When every job of this session must be done (None: no limit but each case's)."""
+        """When every job of this session must be done, child starts included (None: no
+        limit but each case's and each load's)."""
+        self.starts = 0
         kernels = kernels if kernels is not None else submission_kernels(Path(impl))
         self.room = CleanRoom(kernels, room_wrap or self.wrap, self.ends)
         """Where each case the data passed is replayed (`replay`): `kernels` is the
@@ -105,6 +117,11 @@ class Session:
         inputs = {id(c): build_inputs(kind, c, seed) for c in cases}
         remaining, crashes = list(cases), 0
         while remaining:
+            spent = self.spent() if self.child is None and self.load_error is None else None
+            if spent is not None:  # no child may start: none of these runs
+                why = f"not run: {spent}"
+                run.results.extend(_failed(c, Failure.TIMEOUT, why) for c in remaining)
+                break
             job = {"op": op, "function": function, "seed": seed}
             job["cases"] = [{**asdict(c), "inputs": inputs[id(c)].to_wire()} for c in remaining]
             judged = [(c, inputs[id(c)]) for c in remaining]
@@ -132,6 +149,9 @@ class Session:
         if stop is not None or not answers:
             why = stop.text if stop is not None else "it gave no answer"
             raise CallsFailed(f"{function} could not be called: {why}")
+        if len(answers[0]) != len(inputs):
+            why = f"its process gave {len(answers[0])} answers to {len(inputs)} calls"
+            raise CallsFailed(f"{function} could not be called: {why}")
         return answers[0]
 
     def _run(
@@ -149,7 +169,9 @@ class Session:
         if self.load_error is None and self.child is None:
             if judged:
                 self.room.prepare()  # it loads beside the child
-            self.child = _Child.start(self)
+            stop = self._start()
+            if stop is not None:
+                return 0, stop
         if self.load_error is not None:
             run.load_error = self.load_error
             return 0, None
@@ -185,6 +207,30 @@ class Session:
                 self.close()
                 return finished, stop
 
+    def _start(self) -> Verdict | None:
+        """Start a child, its load bounded by what is left of the budget: None when one runs
+        (or the definitions do not load: `load_error`), else why none does."""
+        spent = self.spent()
+        if spent is None:
+            self.starts += 1
+            self.child = _Child.start(self, self._deadline(LOAD_TIMEOUT_S))
+            if self.child is not None or self.load_error is not None:
+                return None
+            spent = self.spent() or "its process did not start"
+        return Verdict(Failure.TIMEOUT, f"not run: {spent}")
+
+    def spent(self) -> str | None:
+        """Why no child may start any more (the budget is spent, or MAX_STARTS), or None."""
+        if self.out_of_time():
+            return "the submission's time for its checks ran out"
+        if self.starts >= MAX_STARTS:
+            return f"its process was started {self.starts} times already, crashing or hanging"
+        return None
+
+    def out_of_time(self) -> bool:
+        """Whether the session's budget is spent."""
+        return self.ends is not None and time.monotonic() >= self.ends
+
     def _deadline(self, timeout_s: float) -> float:
         """When the case now running must be done: `timeout_s` from now, within the session's."""
         deadline = time.monotonic() + timeout_s
@@ -197,7 +243,7 @@ class Session:
                 return Verdict(Failure.CRASH, "it flooded its report to the checker with events")
             return None
         if event is None:
-            if self.ends is not None and time.monotonic() >= self.ends:
+            if self.out_of_time():
                 return Verdict(Failure.TIMEOUT, "the submission's time for its checks ran out")
             return Verdict(Failure.TIMEOUT, f"no result after {timeout_s:.0f} s")
         if event == "eof":
@@ -209,17 +255,23 @@ class _Child(Worker):
     """One running child that loaded the session's submission."""
 
     @classmethod
-    def start(cls, session: Session) -> _Child | None:
-        """A child loading `session`'s submission; None, with the session's load_error set,
-        when it does not load."""
+    def start(cls, session: Session, deadline: float) -> _Child | None:
+        """A child loading `session`'s submission, loaded by `deadline`; None, with the
+        session's load_error set when it does not load (left unset when the session's
+        budget ran out first)."""
         argv = [sys.executable, "-m", CHILD_MODULE, str(session.impl)]
         child = cls.spawn(argv, session.wrap, MEMORY_LIMIT_BYTES)
-        event = child.events.next(time.monotonic() + LOAD_TIMEOUT_S)
-        if isinstance(event, dict) and event.get("event") == "loaded":
-            session.mode, session.device = event["mode"], event["device"]
+        event = child.events.next(deadline)
+        kind = event.get("event") if isinstance(event, dict) else None
+        if kind == "loaded" and _texts(event, "mode", "device"):
+            session.mode, session.device = event["mode"][:TEXT_LIMIT], event["device"][:TEXT_LIMIT]
             return child
-        if isinstance(event, dict) and event.get("event") == "load-error":
-            session.load_error = event["detail"]
+        if kind == "load-error" and _texts(event, "detail"):
+            session.load_error = event["detail"][:TEXT_LIMIT]
+        elif isinstance(event, dict):
+            session.load_error = f"its report was garbled while {session.impl} loaded"
+        elif event is None and session.out_of_time():
+            pass  # the session's time ran out, not the load's: no job runs now anyway
         elif event is None:
             session.load_error = f"{session.impl} took over {LOAD_TIMEOUT_S:.0f} s to load."
         else:
@@ -232,6 +284,8 @@ def _result(kind: str, event: dict, op, case: Case, inputs: Inputs) -> CaseResul
     """A case's result, settled here from the data of the child's `result` event; an
     `internal-error` event (the child's checks raised) is that case's internal error."""
     if kind == "internal-error":
+        if not _texts(event, "detail", "where"):
+            raise ValueError("an internal-error event without its detail and place as text")
         text = f"{event['detail']} at {event['where']}"[:TEXT_LIMIT]
         return internal_result(case, text)
     child = CaseResult.from_event(event)
@@ -241,16 +295,34 @@ def _result(kind: str, event: dict, op, case: Case, inputs: Inputs) -> CaseResul
 def _other(kind: str, event: dict, run: IsolatedRun, answers: list | None) -> None:
     """An event that is not a case's result: a missing function, a calls job's answers, a
     note (kept, bounded), a start (nothing to do)."""
+    if kind in ("missing", "note") and not _texts(event, "detail" if kind == "missing" else "text"):
+        raise ValueError(f"a {kind} event without its text")
     if kind == "missing":
-        run.load_error = str(event["detail"])[:TEXT_LIMIT]
+        run.load_error = event["detail"][:TEXT_LIMIT]
     elif kind == "answers" and answers is not None:
-        answers.append(event["answers"])
+        answers.append(_answers(event.get("answers")))
     elif kind == "note":
-        note = str(event["text"])[:TEXT_LIMIT]
+        note = event["text"][:TEXT_LIMIT]
         if note not in run.notes and len(run.notes) < MAX_NOTES:
             run.notes.append(note)
     elif kind != "start":
         raise ValueError(f"an event of unknown kind {str(kind)[:40]!r}")
+
+
+def _texts(event: dict, *keys: str) -> bool:
+    """Whether each of `keys` is in `event` and a string."""
+    return all(isinstance(event.get(key), str) for key in keys)
+
+
+def _answers(answers: object) -> list[dict]:
+    """A calls job's answers as `calls.answer_calls` makes them: a list of {"value": ...} or
+    {"raised": name, "message": text}; ValueError when they are not."""
+    if not isinstance(answers, list) or not all(isinstance(a, dict) for a in answers):
+        raise ValueError("answers that are not a list of objects")
+    for answer in answers:
+        if not (_texts(answer, "raised", "message") if "raised" in answer else "value" in answer):
+            raise ValueError("an answer with neither a value nor what was raised, as text")
+    return answers
 
 
 def _failed(case: Case, failure: Failure, why: str) -> CaseResult:

@@ -57,7 +57,7 @@ def judge(op: Op, case: Case, inputs: Inputs, seen: object) -> Verdict:
         if op.kind == "in-place":
             return _in_place(op, case, inputs, calls[0])
         return _new(op, case, inputs, calls)
-    except (WireError, KeyError, TypeError, ValueError) as exc:
+    except (WireError, KeyError, TypeError, ValueError, AttributeError) as exc:
         return Verdict(Failure.CRASH, f"the child's report of the call is not readable data: {exc}")
 
 

@@ -19,7 +19,10 @@ import time
 from collections.abc import Callable
 
 from learning.workshops.checking.child import child_env
+from learning.workshops.checking.untrusted import Unreadable, decoded
 
+CAUSE_WAIT_S = 10.0
+"""How long a worker whose report ended may take to exit before it is killed."""
 MAX_EVENT_BYTES = 32 * 1024**2
 """The longest report line read from a worker; a longer one ends it as a crash."""
 
@@ -65,7 +68,7 @@ class Worker:
     def cause(self) -> str:
         """Why the worker ended: the signal, or the exit status, and its last output line."""
         try:
-            code = self.process.wait(timeout=10)
+            code = self.process.wait(timeout=CAUSE_WAIT_S)
         except subprocess.TimeoutExpired:
             self.process.kill()
             code = self.process.wait()
@@ -105,8 +108,9 @@ class EventReader:
         self.buffer = b""
 
     def next(self, deadline: float):
-        """The next event; "eof" when the writer is gone, "overflow" for a line longer than
-        MAX_EVENT_BYTES, "garbled" for one that is not JSON, None past the deadline."""
+        """The next event (a JSON object); "eof" when the writer is gone, "overflow" for a
+        line longer than MAX_EVENT_BYTES, "garbled (why)" for one that is not a JSON object
+        or nests too deep (`untrusted.decoded`), None past the deadline."""
         while b"\n" not in self.buffer:
             if len(self.buffer) > MAX_EVENT_BYTES:
                 return "overflow"
@@ -119,9 +123,9 @@ class EventReader:
             self.buffer += chunk
         line, self.buffer = self.buffer.split(b"\n", 1)
         try:
-            return json.loads(line)
-        except ValueError:
-            return "garbled"
+            return decoded(line)
+        except Unreadable as exc:
+            return f"garbled ({exc})"
 
     def close(self) -> None:
         os.close(self.fd)

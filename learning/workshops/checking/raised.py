@@ -5,7 +5,9 @@ A kernel that fails under Triton's interpreter raises through an `InterpreterErr
 Triton's compiler refuses raises a `CompilationError` whose own first line is only "at 10:34:".
 Either way the student reads the error itself and the line of their code it came from, the
 same on every case it stops. A bad input must be refused with a ValueError or TypeError that
-names the problem (`refusal_verdict`).
+names the problem (`refusal_verdict`). What the student's code made is read through
+`untrusted`: an exception whose message cannot be read, or a returned object that lies about
+its class, is the student's failure, said as such, never an error of the checker's.
 """
 
 from __future__ import annotations
@@ -17,10 +19,20 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
+import torch
 from triton.compiler.errors import CompilationError
 from triton.runtime.errors import InterpreterError
 
 from learning.workshops.checking.records import CaseResult, Failure, Verdict
+from learning.workshops.checking.untrusted import (
+    cause_of,
+    class_name,
+    made,
+    plain_text,
+    text,
+    traceback_of,
+    unreadable,
+)
 
 ROOT = Path(__file__).resolve().parents[3]
 """The folder that holds `learning/` (and, in the course repo, `grader/`)."""
@@ -32,30 +44,72 @@ LIBRARIES = tuple(
 """Where code that is not the student's lives: the checker, Python, and installed packages."""
 
 
+BUILTIN_VALUES = (bool, int, float, complex, str, bytes, list, tuple, dict, set, type(None))
+"""Returned values the checks read as they are (by their class's name): Python's own types."""
+
+
+class Returned:
+    """Stands in for a returned object of a class the checks do not read (the student's own,
+    a tensor subclass): a class of its name, and nothing of the object's that could run."""
+
+
 def called(fn: Callable, *args, num_warps: int) -> object:
-    """What `fn(*args, num_warps=...)` returned, or the exception it raised."""
+    """What `fn(*args, num_warps=...)` returned (as `returned` gives it), or the exception
+    it raised."""
     try:
-        return fn(*args, num_warps=num_warps)
+        out = fn(*args, num_warps=num_warps)
     except Exception as exc:  # the student's error is the evidence
         return exc
+    return returned(out)
+
+
+def returned(value: object) -> object:
+    """A returned value the checks can read without running the student's code: a tensor as
+    a fresh alias of it (nothing set on the object comes along), an exception or a value of
+    Python's own types as it is, anything else (a tensor subclass, a tensor no check can
+    read) as a `Returned` of its class's name or of what the tensor is."""
+    if type(value) is torch.Tensor:
+        unread = unreadable_tensor(value)
+        if unread is not None:
+            return type(unread, (Returned,), {})()
+        with torch._C._DisableTorchDispatch():  # no dispatch mode of the checks sees this
+            return torch.Tensor.detach(value)
+    if made(value, BaseException) or type(value) in BUILTIN_VALUES:
+        return value
+    return type(class_name(value), (Returned,), {})()
+
+
+def unreadable_tensor(t: torch.Tensor) -> str | None:
+    """What `t` is when no check can read its elements (a nested or sparse tensor, one on
+    the meta device), or None for a strided tensor on the CPU or a GPU."""
+    if t.is_nested:
+        return "a nested tensor"
+    if t.layout != torch.strided:
+        return f"a {str(t.layout).removeprefix('torch.')} tensor"
+    if t.device.type not in ("cpu", "cuda"):
+        return f"a tensor on {t.device.type}"
+    return None
 
 
 def exception_kind(exc: BaseException) -> Failure:
     """MEMORY when the call ran out of host or device memory, else EXCEPTION."""
-    text = str(exc).lower()
-    if isinstance(exc, MemoryError) or "can't allocate memory" in text or "out of memory" in text:
+    said = text(exc).lower()
+    if made(exc, MemoryError) or "can't allocate memory" in said or "out of memory" in said:
         return Failure.MEMORY
     return Failure.EXCEPTION
 
 
 def raised_text(exc: BaseException) -> str:
-    """'raised Name: first line of its message', or 'raised Name' when it has none, then
-    where in the student's code it came from, when a frame of theirs is on its way."""
+    """'raised Name: first line of its message', or 'raised Name' when it has none (or
+    'raised Name (its message could not be read: ...)'), then where in the student's code it
+    came from, when a frame of theirs is on its way."""
     exc = unwrapped(exc)
-    if isinstance(exc, CompilationError):
-        return f"raised {type(exc).__name__}: {compile_error(exc)}"
+    if made(exc, CompilationError):
+        return f"raised {class_name(exc)}: {compile_error(exc)}"
     message = first_line(exc)[:200]
-    said = f"raised {type(exc).__name__}" + (f": {message}" if message else "")
+    said = f"raised {class_name(exc)}"
+    if message:
+        said += f" {message}" if unreadable(message) else f": {message}"
     place = student_line(exc)
     return f"{said} ({place})" if place else said
 
@@ -101,18 +155,25 @@ def is_stub(text: str) -> bool:
     return not found["message"] or found["message"].startswith("not written yet")
 
 
+MAX_WRAPS = 64
+"""InterpreterErrors unwrapped at most: a chain of causes the student built can be a loop."""
+
+
 def unwrapped(exc: BaseException) -> BaseException:
     """What the kernel itself raised: Triton's interpreter wraps it in an InterpreterError
     (once per nested @triton.jit call) whose __cause__ it is."""
-    while isinstance(exc, InterpreterError) and exc.__cause__ is not None:
-        exc = exc.__cause__
+    for _ in range(MAX_WRAPS):
+        cause = cause_of(exc) if made(exc, InterpreterError) else None
+        if cause is None:
+            break
+        exc = cause
     return exc
 
 
 def student_line(exc: BaseException) -> str | None:
     """ "file line N: `source`" of the innermost frame of `exc` in the student's code (not
     the checker's, not Python's or a package's), or None when there is none."""
-    frames = [f for f in traceback.extract_tb(exc.__traceback__) if _students(f.filename)]
+    frames = [f for f in traceback.extract_tb(traceback_of(exc)) if _students(f.filename)]
     if not frames:
         return None
     frame = frames[-1]
@@ -130,7 +191,16 @@ def _students(filename: str) -> bool:
 
 
 def compile_error(exc: CompilationError) -> str:
-    """Where Triton refused the kernel and why; its own first line is only "at 10:34:"."""
+    """Where Triton refused the kernel and why; its own first line is only "at 10:34:".
+    A class of the student's own made from CompilationError is read by its message alone."""
+    try:
+        said = _compile_error(exc)
+        return plain_text(said) if made(said, str) else first_line(exc)
+    except Exception:  # its attributes are the student's: they raised
+        return first_line(exc)
+
+
+def _compile_error(exc: CompilationError) -> str:
     why = exc.error_message or (first_line(exc.__cause__) if exc.__cause__ else "")
     lineno = getattr(exc.node, "lineno", None)
     lines = (exc.src or "").splitlines()
@@ -140,15 +210,15 @@ def compile_error(exc: CompilationError) -> str:
 
 
 def first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0][:300] if text else ""
+    lines = text(exc).strip().splitlines()
+    return lines[0][:300] if lines else ""
 
 
 def refusal_facts(exc: BaseException) -> dict:
     """What a refusal is judged by: the exception's name, whether it is the ValueError or
     TypeError a bad input must raise (subclasses included), and its message."""
-    refusal = next((k.__name__ for k in (ValueError, TypeError) if isinstance(exc, k)), None)
-    return {"raised": type(exc).__name__[:100], "refusal": refusal, "message": str(exc)}
+    refusal = next((k.__name__ for k in (ValueError, TypeError) if made(exc, k)), None)
+    return {"raised": class_name(exc), "refusal": refusal, "message": text(exc)}
 
 
 def expect_refusal(
@@ -166,7 +236,7 @@ def expect_refusal(
 def refusal_verdict(out: object, what: str, words: tuple[str, ...]) -> Verdict:
     """The verdict on a bad input's call from what it returned or raised (`out`, or its
     wire form: a dict with "raised" and "message")."""
-    if isinstance(out, BaseException):
+    if made(out, BaseException):
         out = refusal_facts(out)
     if not isinstance(out, dict) or "raised" not in out:
         return Verdict(

@@ -170,7 +170,15 @@ class CaseResult:
 
     @classmethod
     def from_event(cls, event: dict) -> CaseResult:
-        """The result a child process reported with `to_event`."""
-        failure = Failure(event["failure"]) if event["failure"] else None
+        """The result a child process reported with `to_event`; ValueError when a field is
+        missing or not of its type (a child's report is the submission's data)."""
+        kinds = {"name": str, "text": str, "launches": int, "cols": int, "features": list}
+        wrong = [key for key, kind in kinds.items() if type(event.get(key)) is not kind]
+        if wrong or not all(type(f) is str for f in event["features"]):
+            raise ValueError(f"a result whose {', '.join(wrong) or 'features'} are not as sent")
+        failure = event.get("failure", 0)  # present, None or a failure's name
+        if failure is not None and type(failure) is not str:
+            raise ValueError("a result whose failure is not a failure's name")
+        failure = Failure(failure) if failure is not None else None  # ValueError: no such name
         verdict = Verdict(failure, event["text"])
         return cls(event["name"], verdict, event["features"], event["launches"], event["cols"])
