@@ -26,6 +26,7 @@ from grader.grading.feedback import StudentFeedback
 from grader.grading.fresh_start import start_regrades_fresh
 from grader.grading.grading_log import convert_hooks
 from grader.grading.hand_grading import KeepHandGrades, NotGradedYet
+from grader.grading.inert_html import InertHTMLExporter
 from grader.grading.released import KeepReviewDecisions
 from grader.grading.restore import RestoreGradeCells
 from grader.grading.review_note import ReviewNote
@@ -131,6 +132,9 @@ c.GenerateFeedback.preprocessors = [
     ReviewNote,
     CSSHTMLHeaderPreprocessor,
 ]
+# Nothing a student wrote runs when a feedback page is opened: their markdown and HTML outputs
+# are sanitised, their scripts and widgets left out (grader/grading/inert_html.py).
+c.GenerateFeedback.exporter_class = InertHTMLExporter
 c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", "i1_*.json"]
 # Feedback pages are whole in themselves, to read offline or upload to an LMS: nbgrader's
 # feedback template loads MathJax from a CDN, and grader/grading/templates/feedback/, searched

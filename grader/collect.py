@@ -31,6 +31,8 @@ without a word. Here:
   refused, the whole run with it, before anything is written; `--no-times` collects anyway
   and says, per student, that lateness will not count. A late marker that disagrees with the
   time and the due date is reported.
+- What it prints names students and files as the downloads name them, with every control
+  character shown as its escape (`grader.terminal`).
 
 Exit status: 0 collected, 2 refused or a usage error.
 """
@@ -48,6 +50,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from grader.gradebook import GradebookError, gradebook_url, open_gradebook
+from grader.terminal import visible
 
 EVIDENCE = "i1_collected.json"
 """What collect writes beside each submission it takes (ignored by nbgrader's copies)."""
@@ -420,13 +423,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         done = collect(Path(args.course), args.assignment, args.times, args.no_times)
     except (CollectError, OSError, zipfile.BadZipFile) as exc:
-        print(f"collect: {exc}", file=sys.stderr)
+        print(f"collect: {visible(exc)}", file=sys.stderr)
         return 2
-    for line in done.lines:
-        print(line)
+    for line in done.lines:  # student ids and the names of files in the downloads
+        print(visible(line))
     for what, who in (("new", done.new), ("resubmitted", done.resubmitted)):
         if who:
-            print(f"{what}: {', '.join(who)}")
+            print(visible(f"{what}: {', '.join(who)}"))
     print(f"unchanged: {len(done.unchanged)}")
     if done.changed:
         print(

@@ -48,9 +48,10 @@ from nbgrader.coursedir import CourseDirectory
 from nbgrader.plugins import CsvExportPlugin
 
 from grader.collect import read_evidence
-from grader.grading.decisions import Review, review_of, visible
+from grader.grading.decisions import Review, review_of
 from grader.grading.grading_log import read_record, submission_fingerprint
 from grader.grading.late import notebook_penalty, policy_applies
+from grader.terminal import visible
 
 NBGRADER_COLUMNS = (
     "assignment",
@@ -150,8 +151,9 @@ class StatusCsvExport(CsvExportPlugin):
         self._warn(rows)
 
     def _warn(self, rows: list[dict]) -> None:
-        """Say, loudly, which scores are not final: hand grades to come, times missing."""
-        pending = [r["student_id"] for r in rows if r["status"] == HAND_PENDING]
+        """Say, loudly, which scores are not final: hand grades to come, times missing (the
+        students' ids with their control characters as escapes, `grader.terminal`)."""
+        pending = [visible(r["student_id"]) for r in rows if r["status"] == HAND_PENDING]
         if pending:
             self.log.warning(
                 "%d submission(s) still have cells to grade by hand, so their scores count "
@@ -160,7 +162,7 @@ class StatusCsvExport(CsvExportPlugin):
                 HAND_PENDING,
                 ", ".join(pending),
             )
-        held = [r["student_id"] for r in rows if r["status"] == REVIEW]
+        held = [visible(r["student_id"]) for r in rows if r["status"] == REVIEW]
         if held:
             self.log.warning(
                 "%d grade(s) held for review and not released (status %r, the computed score "
@@ -169,7 +171,7 @@ class StatusCsvExport(CsvExportPlugin):
                 REVIEW,
                 ", ".join(held),
             )
-        untimed = [r["student_id"] for r in rows if NO_TIME in r["cause"]]
+        untimed = [visible(r["student_id"]) for r in rows if NO_TIME in r["cause"]]
         if untimed:
             self.log.warning(
                 "NO SUBMISSION TIME for %d submission(s) under a late policy: lateness cannot "

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from grader.gradebook import GradebookError, gradebook_url, open_gradebook
+from grader.terminal import visible
 
 UNGRADABLE_PAGE = """<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{notebook}: not graded</title>
@@ -158,17 +159,18 @@ def main(argv: list[str] | None = None) -> int:
     try:
         run = write_feedback(Path(args.course), args.assignment)
     except (CourseError, GradebookError, OSError) as exc:
-        print(f"feedback: {exc}", file=sys.stderr)
+        print(f"feedback: {visible(exc)}", file=sys.stderr)
         return 2
     print(f"feedback written for {len(run.graded)} graded submissions")
     if run.held:
         print(f"held for review, told so: {', '.join(run.held)} (python -m grader.review)")
     if run.ungradable:
-        print(f"could not be graded, told so: {', '.join(run.ungradable)}")
+        print(f"could not be graded, told so: {', '.join(map(visible, run.ungradable))}")
     if run.resubmitted:
         print(
             f"RESUBMITTED since graded, no feedback until autograded: "
-            f"{', '.join(run.resubmitted)} (python -m grader.parallel {args.assignment} "
+            f"{', '.join(map(visible, run.resubmitted))} "
+            f"(python -m grader.parallel {args.assignment} "
             f"--course {args.course} --changed, then run this again)",
             file=sys.stderr,
         )

@@ -7,10 +7,11 @@
 nbgrader's formgrader (`jupyter lab` in the course folder, then Nbgrader > Formgrader >
 Manual Grading) does the same in a browser; both write the grade's `manual_score` (and
 `manual_comment`) in the gradebook. `--list` prints every answer still without a grade, with
-its text as the student wrote it. A grade is refused unless the student's latest submission
-is graded (not ungradable, not resubmitted since) and the points are within the cell's. After
-it, the submission's late penalty is stored again from the new score
-(`grader.grading.late.refresh_penalties`), so that feedback, formgrader and the export agree.
+its text as the student wrote it, control characters shown as escapes (`grader.terminal`). A
+grade is refused unless the student's latest submission is graded (not ungradable, not
+resubmitted since) and the points are within the cell's. After it, the submission's late
+penalty is stored again from the new score (`grader.grading.late.refresh_penalties`), so
+that feedback, formgrader and the export agree.
 A hand grade lasts as long as the answer it graded (`grader.grading.hand_grading`).
 
 Exit status: 0 done, 2 refused or a usage error.
@@ -25,6 +26,7 @@ from pathlib import Path
 import nbformat
 
 from grader.gradebook import GradebookError, gradebook_url, open_gradebook
+from grader.terminal import visible
 
 
 class HandGradeError(Exception):
@@ -137,14 +139,16 @@ def main(argv: list[str] | None = None) -> int:
         if args.list:
             rows = waiting(root, args.assignment)
             for student, cell, points, text in rows:
-                print(f"--- {student} {cell} ({points:g} points)\n{text.strip()}\n")
+                answer = visible(text.strip(), newlines=True)
+                print(f"--- {visible(student)} {cell} ({points:g} points)\n{answer}\n")
             print(f"{len(rows)} answer{'s' * (len(rows) != 1)} still to grade by hand")
             return 0
         if args.student is None or args.points is None:
             parser.error("give --list, or --student and --points")
-        print(grade(root, args.assignment, args.student, args.cell, args.points, args.comment))
+        said = grade(root, args.assignment, args.student, args.cell, args.points, args.comment)
+        print(visible(said))
     except (HandGradeError, GradebookError, MissingEntry) as exc:
-        print(f"handgrade: {exc}", file=sys.stderr)
+        print(f"handgrade: {visible(exc)}", file=sys.stderr)
         return 2
     return 0
 

@@ -101,6 +101,7 @@ from grader.grading.readiness import add_unsafe_option, ready_to_grade
 from grader.isolation.gpu_memory import SHARERS_ENV
 from grader.isolation.limits import WORKERS_ENV
 from grader.isolation.sandbox import SandboxUnavailable
+from grader.terminal import visible
 from learning.workshops.checking.child import child_env
 
 REPO = Path(__file__).resolve().parents[1]
@@ -444,16 +445,20 @@ def autograde_parallel(
 
 
 def _report(run: ParallelRun) -> str:
-    width = max((len(r.student) for r in run.runs), default=7)
+    """A line per student, then each failed student's nbgrader log: student ids and logs (the
+    student's own output among them) with their control characters shown as escapes."""
+    names = {r.student: visible(r.student) for r in run.runs}
+    width = max(map(len, names.values()), default=7)
     lines = []
     for r in run.runs:
         status = "FAILED (its log is below)" if r.failed else "graded"
         retried = f", {r.attempts} attempts" if r.attempts > 1 else ""
         gpu = f", GPU {r.gpu}" if r.gpu is not None else ""
-        lines.append(f"{r.student:<{width}}  {status}  {r.seconds:.0f} s{retried}{gpu}")
+        lines.append(f"{names[r.student]:<{width}}  {status}  {r.seconds:.0f} s{retried}{gpu}")
     for r in run.runs:
         if r.failed:
-            lines.append(f"\n--- nbgrader log for {r.student} ---\n{r.log.strip()}")
+            log = visible(r.log.strip(), newlines=True)
+            lines.append(f"\n--- nbgrader log for {names[r.student]} ---\n{log}")
     shard = f"shard {run.shard[0]}/{run.shard[1]}: " if run.shard else ""
     lines.append(
         f"\n{shard}{len(run.runs)} submissions, {len(run.failed)} failed, "
@@ -464,7 +469,7 @@ def _report(run: ParallelRun) -> str:
 
 def _taken(shard: tuple[int, int], taken: Sequence[str], of: int) -> str:
     """The line that says which students a shard took, of how many."""
-    names = ", ".join(taken) if taken else "none"
+    names = ", ".join(map(visible, taken)) if taken else "none"
     return f"shard {shard[0]}/{shard[1]} takes {len(taken)} of {of} students: {names}"
 
 
@@ -475,7 +480,7 @@ def _changed(course: Path, assignment: str, students: Sequence[str] | None) -> l
 
     chosen = select_students(course, assignment, students)
     changed = [s for s in chosen if changed_since_graded(course, assignment, s)]
-    names = ", ".join(changed) if changed else "nothing to grade"
+    names = ", ".join(map(visible, changed)) if changed else "nothing to grade"
     print(f"--changed: {len(changed)} of {len(chosen)} submissions: {names}", file=sys.stderr)
     return changed
 
@@ -532,7 +537,7 @@ def main(argv: list[str] | None = None) -> int:
             shard=shard,
         )
     except (ParallelError, CourseError, GradebookError, ValueError, SandboxUnavailable) as error:
-        print(f"parallel: {error}", file=sys.stderr)
+        print(f"parallel: {visible(error)}", file=sys.stderr)
         return 2
     print(_report(run))
     return 1 if run.failed else 0

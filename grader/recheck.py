@@ -41,6 +41,7 @@ from grader.grading.runner import Runner, sandboxed_copy
 from grader.grading.timing_record import SIDECAR, load
 from grader.grading.trusted import draw_for
 from grader.isolation.sandbox import SandboxUnavailable
+from grader.terminal import visible
 from learning.workshops.checking.faults import INTERNAL_ERROR
 from learning.workshops.checking.sidecars import RecordError, RecordMissing
 
@@ -162,7 +163,16 @@ def progress_line(done: int, of: int, student: str, found: list, seconds: float)
     """One student's progress line: `recheck [3/14] solution: agrees (21 s)`."""
     verdict = f"{len(found)} cells disagree" if len(found) != 1 else "1 cell disagrees"
     verdict = verdict if found else "agrees"
-    return f"recheck [{done}/{of}] {student}: {verdict} ({seconds:.0f} s)"
+    return f"recheck [{done}/{of}] {visible(student)}: {verdict} ({seconds:.0f} s)"
+
+
+def disagreement_line(d: Disagreement) -> str:
+    """One disagreement as the terminal shows it: the evidence (a student's exception's
+    message, say) with its control characters as escapes, on one line."""
+    return visible(
+        f"{d.student}: {d.cell} scored {d.gradebook_score}/{d.max_score:g} in the "
+        f"gradebook, but the recheck gives {d.recheck_score:g}: {d.evidence}"
+    )
 
 
 def _print_progress(done: int, of: int, student: str, found: list, seconds: float) -> None:
@@ -239,21 +249,17 @@ def main(argv: list[str] | None = None) -> int:
         progress = None if args.quiet else _print_progress
         found = recheck_course(root, args.student, url, progress)
     except (course.CourseError, GradebookError) as exc:
-        print(f"recheck: {exc}.", file=sys.stderr)
+        print(f"recheck: {visible(exc)}.", file=sys.stderr)
         return 2
     except SandboxUnavailable as exc:
-        print(f"recheck: {exc}", file=sys.stderr)
+        print(f"recheck: {visible(exc)}", file=sys.stderr)
         return 2
     if args.json:
         print(json.dumps([asdict(d) for d in found], indent=2))
     elif not found:
         print("The gradebook and the recheck agree on every rechecked cell.")
     for d in [] if args.json else found:
-        print(
-            f"{d.student}: {d.cell} scored {d.gradebook_score}/{d.max_score:g} in the "
-            f"gradebook, but the recheck gives {d.recheck_score:g}: "
-            f"{d.evidence}"
-        )
+        print(disagreement_line(d))
     return 1 if found else 0
 
 

@@ -208,6 +208,33 @@ def test_a_checker_fault_is_its_own_status_not_the_students_failure(tmp_path):
     assert '<td class="missing">internal error</td>' in cohort._scores_html(table)
 
 
+LIVE = '<img src=x onerror="window.__pwned=1"><script>window.__pwned=2</script>'
+"""Markup that runs if the page writes it raw."""
+
+
+def test_student_text_reaches_the_page_escaped(tmp_path):
+    """Do a student's name, the cause of an ungradable submission, the source screen's flags
+    and the cells put back reach index.html escaped, as text, never as markup?"""
+    cell = cohort.CellInfo("nb", "test_pass3", 3.0, "public", ("public:strided_softmax",), False)
+    grade = {("nb", "test_pass3"): cohort.CellGrade(3.0, None, None, False)}
+    graded = cohort.StudentRecord(f"ada{LIVE}", True, True, True, 0.0, dict(grade))
+    graded.flags, graded.restored = (f"line 3: {LIVE}",), (f"cell 9 {LIVE}",)
+    ungradable = cohort.StudentRecord(f"bob{LIVE}", True, False, True, 0.0, {})
+    ungradable.ungradable = f"invalid notebook: {LIVE}"
+    course = cohort.Cohort(tmp_path, ASSIGNMENT, [cell], [graded, ungradable])
+    table = cohort.build_table(course)
+    summary = cohort.summarize(course, table)
+    report = cohort.Report(
+        course, table, cohort.timing_table({}), cohort.hint_table(course), summary
+    )
+    page = cohort.write_html(report, tmp_path, [], []).read_text()
+    assert "<script" not in page and "<img src=x" not in page
+    shown = html.escape(LIVE)
+    for text in (f"ada{shown}", f"bob{shown}", f"invalid notebook: {shown}", f"line 3: {shown}"):
+        assert text in page, text
+    assert f"cell 9 {shown}" in page
+
+
 def _run_cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "grader.cohort", *args],

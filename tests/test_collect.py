@@ -119,6 +119,18 @@ def test_the_late_marker_is_kept_as_evidence_and_checked_against_the_time(root, 
     assert collect.read_evidence(submitted(root, "12345"))["lms_late"] is False
 
 
+def test_file_names_from_a_download_print_their_control_characters(root, capsys):
+    """Does a file in a download whose name carries escape sequences (a window title, the
+    clipboard) and a bidi override, skipped as no LMS name, show them as escapes?"""
+    hostile = "x\x1b]0;all graded\x07\x1b]52;c;aGk=\x07\u202ebnpyi.txt.ipynb"
+    download(root, "submissions.zip", {A: b"a", hostile: b"b"}, age=0)
+    times(root, "1.csv", f"user_id,submitted_at\n12345,{ON_TIME}\n")
+    assert collect.main([course.ASSIGNMENT, "--course", str(root)]) == 0
+    out = capsys.readouterr().out
+    assert "x\\x1b]0;all graded\\x07\\x1b]52;c;aGk=\\x07\\u202ebnpyi.txt.ipynb: not named" in out
+    assert not any(c in out for c in "\x1b\x07\u202e"), repr(out)
+
+
 def test_two_notebooks_for_one_student_in_one_download_are_refused(root):
     """Does a download holding two files for one student stop the run, naming both?"""
     download(root, "submissions.zip", {A: b"a", A_AGAIN: b"b"}, age=0)

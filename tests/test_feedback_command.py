@@ -64,3 +64,21 @@ def test_the_reason_a_student_reads_names_no_grader_internals():
     )
     page = feedback.ungradable_page("strided_softmax", "", "internal error: /course/secret")
     assert "/course/" not in page and "time unknown" in page
+
+
+def test_student_ids_print_as_escapes(tmp_path, capsys):
+    """Does the command name an ungradable student whose id carries an escape sequence
+    (the window's title) with it shown as escapes, on the instructor's terminal?"""
+    root, student = tmp_path, "mallory\x1b]0;all graded\x07"
+    (root / "nbgrader_config.py").write_text("c = get_config()\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # nbgrader's add_submission trips SQLAlchemy warnings
+        with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gradebook:
+            gradebook.add_assignment(ASSIGNMENT)
+            gradebook.add_notebook(NOTEBOOK.removesuffix(".ipynb"), ASSIGNMENT)
+            gradebook.add_student(student)
+            gradebook.add_submission(ASSIGNMENT, student, timestamp=parse_utc(ON_TIME))
+    GradingLog(root, ASSIGNMENT, student).begin().cause("timeout: still running after 900 s")
+    assert feedback.main([ASSIGNMENT, "--course", str(root)]) == 0
+    out = capsys.readouterr().out
+    assert "could not be graded, told so: mallory\\x1b]0;all graded\\x07\n" in out

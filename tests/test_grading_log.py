@@ -66,6 +66,18 @@ def test_a_grading_that_finishes_after_a_cause_is_graded(tmp_path):
     assert read_record(tmp_path, ASSIGNMENT, "ada").outcome == ("graded", "")
 
 
+def test_the_log_for_people_shows_a_students_control_characters(tmp_path):
+    """Does the .log an instructor reads (with `cat`) show what a student's code said with
+    its escape sequences as escapes, while the record keeps the words as they were?"""
+    said = "expect_hidden('strided_softmax'): ValueError: \x1b]52;c;aGk=\x07\x1b[2K\u202e"
+    log = GradingLog(tmp_path, ASSIGNMENT, "ada").begin()
+    log.say(said)
+    text = record_paths(tmp_path, ASSIGNMENT, "ada")[0].read_text()
+    assert "ValueError: \\x1b]52;c;aGk=\\x07\\x1b[2K\\u202e\n" in text
+    assert not any(c in text for c in "\x1b\x07\u202e")
+    assert read_record(tmp_path, ASSIGNMENT, "ada").lines[-1].endswith(said)
+
+
 def _executed(dies_at: int) -> nbformat.NotebookNode:
     """A notebook as the sandbox's runner returns it when the kernel died in cell `dies_at`
     (0-based): that cell and every code cell after it carry the dead-kernel error."""

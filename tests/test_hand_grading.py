@@ -183,6 +183,26 @@ def test_handgrade_lists_grades_and_refuses(root, capsys):
     )
 
 
+HOSTILE_ANSWER = (
+    "Twice as long.\x1b[2K\x1b[1A\x1b]0;grades: all done\x07"
+    "\x1b]52;c;cm0gLXJmIH4K\x07\u202egnol sa ecivt\u202c\r\x9b31m\n\tsecond line"
+)
+"""An answer that, printed raw, erases a line, retitles the window, writes the clipboard
+(OSC 52), reverses its own text, returns the cursor and sets a C1 colour."""
+
+
+def test_listed_answers_show_their_control_characters(root, capsys):
+    """Does --list print a student's escape sequences, bidi override, carriage return and C1
+    controls as visible escapes, none of them raw, with their line breaks and tabs kept?"""
+    path = root / "autograded" / "ada" / ASSIGNMENT / f"{NOTEBOOK}.ipynb"
+    nbformat.write(notebook(HOSTILE_ANSWER), path)
+    assert handgrade.main([ASSIGNMENT, "--course", str(root), "--list"]) == 0
+    out = capsys.readouterr().out
+    assert not any(c in out for c in "\x1b\x07\x9b\u202e\u202c\r"), repr(out)
+    assert "Twice as long.\\x1b[2K\\x1b[1A\\x1b]0;grades: all done\\x07" in out
+    assert "\\x1b]52;c;cm0gLXJmIH4K\\x07\\u202egnol sa ecivt\\u202c\\r\\x9b31m\n\tsecond" in out
+
+
 def test_a_regrade_forgets_the_last_grading_but_not_its_hand_grade(root):
     """Before a regrade: are the autograde scores, extra credit, late penalty and feedback
     gone, the submission time the one in submitted/ now, and the hand grade kept?"""

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from grader.cohort.records import CohortError
 from grader.cohort.report import DEFAULT_BENCHMARK, write_report
+from grader.terminal import visible
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -30,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         index = write_report(args.course, args.assignment, args.out, args.benchmark)
     except CohortError as exc:
-        print(f"cohort: {exc}", file=sys.stderr)
+        print(f"cohort: {visible(exc)}", file=sys.stderr)
         return 2
     except OSError as exc:
         print(

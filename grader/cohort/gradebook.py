@@ -17,8 +17,8 @@ from grader.cohort.records import (
     CohortError,
     StudentRecord,
 )
-from grader.grading.decisions import visible
 from grader.grading.extra_credit import configured_points
+from grader.terminal import visible
 
 PROGRESS_FROM = 50
 """Show a progress bar when a course has at least this many students."""

@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import json
 import os
-import unicodedata
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
 from grader.grading.grading_log import GradingRecord, Hold, read_record
+from grader.terminal import visible
 from learning.workshops.checking.sidecars import RecordError, RecordMissing, of_schema, read_json
 
 REVIEW_FOLDER = "reviews"
@@ -39,19 +39,6 @@ such a hold's cells may be awarded points."""
 
 class ReviewError(Exception):
     """A decision was refused; the message says why and what to do."""
-
-
-def visible(text: str) -> str:
-    """`text` with every control, format and unassigned character (ANSI escapes, bidi
-    overrides, zero-width spaces, tabs) written as its escape, so that student text shows on a
-    terminal or a page as the bytes it is, never as what it would do."""
-    return "".join(
-        ch.encode("unicode_escape").decode() if _hidden_char(ch) else ch for ch in str(text)
-    )
-
-
-def _hidden_char(ch: str) -> bool:
-    return ch != " " and unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp")
 
 
 def hold_key(hold: Hold) -> tuple[str, str, str, int]:

@@ -33,6 +33,8 @@ from pathlib import Path
 
 import nbformat
 
+from grader.terminal import visible
+
 LOG_FOLDER = "grading_log"
 SCHEMA = "i1-grading/1"
 STOPPED = "grading stopped before it finished; nbgrader's log (.nbgrader.log) says where"
@@ -263,7 +265,8 @@ class GradingLog:
             head = f"status: {status}" + (f" ({cause})" if cause else "")
         else:
             head = "status: grading"
-        _replace(log, "\n".join([head, *self.record.lines]) + "\n")
+        # for people, who `cat` it: what a student's code said, control characters escaped
+        _replace(log, visible("\n".join([head, *self.record.lines]), newlines=True) + "\n")
 
 
 def _replace(path: Path, text: str) -> None:

@@ -17,8 +17,9 @@ import re
 from nbformat import NotebookNode, v4
 from nbgrader.preprocessors import NbGraderPreprocessor
 
-from grader.grading.decisions import ACCEPT, REPLAY, Review, review_of, visible
+from grader.grading.decisions import ACCEPT, REPLAY, Review, review_of
 from grader.grading.grading_log import Hold, course_root
+from grader.terminal import visible
 
 UNDER_REVIEW = "Your grade is under review."
 REVIEWED = "Your grade was reviewed."

@@ -22,6 +22,7 @@ import stat
 from pathlib import Path
 
 from grader.grading.grading_log import GradingLog
+from grader.terminal import visible
 
 MAX_NAMED = 5
 """How many offending entries a cause names (the rest are counted)."""
@@ -120,7 +121,7 @@ def refuse_irregular_submissions() -> None:
             if cause:
                 log = GradingLog(Path(self.coursedir.root), assignment_id, student_id).begin()
                 log.cause(cause)
-                self.log.error("%s: %s", student_id, cause)
+                self.log.error("%s: %s", visible(student_id), visible(cause))
                 _record_submission(self.coursedir, assignment_id, student_id)
                 raise SubmissionRefused(cause)
         return original(self, assignment_id, student_id)
