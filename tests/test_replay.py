@@ -261,3 +261,31 @@ def test_a_session_replays_in_a_process_of_its_own(tmp_path):
         with Session(path) as session:
             run = session.run_cases("strided_softmax", "strided_softmax", VIEWS[:2], 5, 120)
         assert [r.failure for r in run.results] == [failure] * 2, [r.detail for r in run.results]
+
+
+def test_timing_is_refused_when_the_kernels_did_not_do_the_work(monkeypatch, tmp_path):
+    """Does the timing cell give no points, saying why, where the timed function's hidden
+    cases were not its kernels' work, and time as before where they were?"""
+    import json
+
+    import torch
+
+    from grader.grading import gpu_timing
+    from grader.grading.runner import Runner
+    from learning.workshops.checking.cases import CaseResult, Verdict
+    from learning.workshops.checking.isolation import IsolatedRun
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(gpu_timing, "require_cuda", lambda: None)
+    runner = Runner.__new__(Runner)
+    made_elsewhere = CaseResult.of(VIEWS[0], Verdict(Failure.NOT_FROM_KERNEL, "torch did it"))
+    runner.done = {"strided_softmax": IsolatedRun(results=[made_elsewhere])}
+    why = runner.not_kernel_work()
+    assert "not-from-kernel" in why
+    sidecar = tmp_path / "timing.json"
+    points = gpu_timing.timing_points(2, sidecar=sidecar, sandbox=object(), refused=why)
+    record = json.loads(sidecar.read_text())
+    assert points == 0.0 and record["points"] == 0.0 and record["error"] == why
+    passed = CaseResult.of(VIEWS[0], Verdict(None, "ok"))
+    runner.done = {"strided_softmax": IsolatedRun(results=[passed])}
+    assert runner.not_kernel_work() == ""

@@ -182,9 +182,12 @@ def timing_points(
     sandbox: Sandbox | None = None,
     bands: Sequence[Band] = BANDS,
     slowest: float = SLOWEST_FRACTION,
+    refused: str = "",
 ) -> float:
     """Points for the hidden timing cell: the mean band over the hidden shapes (`bands`,
-    and `slowest` for a correct kernel slower than all of them).
+    and `slowest` for a correct kernel slower than all of them); none, with the reason
+    written in the record, when the trusted side `refused` the timing (its hidden cases
+    showed outputs that no kernel of the submission computed).
 
     Without a CUDA device this raises, with one sentence, so the cell fails and every other
     cell grades. When the timing's own code fails, this raises CheckerFault, which says it
@@ -194,6 +197,10 @@ def timing_points(
 
         refuse_in_autograde("timing_points")
     require_cuda()
+    if refused:
+        _write_failure(Path(sidecar).resolve(), max_points, refused)
+        print(f"timing: 0 points: {refused}")
+        return 0.0
     sandbox = sandbox or Sandbox(list, str(Path(impl).resolve()), _course_key())
     with checker_faults(TEST):
         return _timing_points(max_points, Path(sidecar).resolve(), sandbox, bands, slowest)

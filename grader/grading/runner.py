@@ -53,6 +53,8 @@ CHECKER_FAILED = (
 )
 
 
+TIMED_OP = "strided_softmax"
+"""The op the timing cell times: its hidden cases say whether its kernels did the work."""
 MAX_HELD = 5
 """Held cases named per check: the first say why; the grade is held either way."""
 CHECKS_BUDGET_S = 900.0
@@ -298,14 +300,41 @@ class Runner:
     slowest: float = SLOWEST_FRACTION
     """The timing's bands, as the course configures them (GradeHiddenCells)."""
 
+    def not_kernel_work(self) -> str:
+        """Why the timed function's outputs are not its kernels' work, from its hidden cases
+        as the clean room replayed them (`not-from-kernel`, `no-kernel`), or "": the timing
+        measures kernels, and torch computing the softmax beside one is fast for nothing.
+        Only where a GPU times anything (on a CPU the timing cell is skipped unasked)."""
+        import torch
+
+        from learning.workshops.checking.cases import Failure
+
+        if not torch.cuda.is_available():
+            return ""
+        elsewhere = (Failure.NOT_FROM_KERNEL, Failure.NO_KERNEL)
+        run = self.hidden_run(TIMED_OP)
+        kinds = sorted({str(r.failure) for r in run.results if r.failure in elsewhere})
+        if not kinds:
+            return ""
+        return (
+            f"{TIMED_OP}'s outputs in its hidden cases were not its kernels' work "
+            f"({', '.join(kinds)}), and the timing times only kernels that do the work"
+        )
+
     def timing_points(self, max_points: float = MAX_POINTS, **__) -> list[NotebookNode]:
         from grader.grading.gpu_timing import timing_points
 
         sandbox = self.timing_sandbox()
         sidecar = Path(TIMING_SIDECAR).resolve()
+        refused = self.not_kernel_work()
         with contextlib.redirect_stdout(io.StringIO()):  # it names the hidden shapes
             points = timing_points(
-                max_points, sidecar=sidecar, sandbox=sandbox, bands=self.bands, slowest=self.slowest
+                max_points,
+                sidecar=sidecar,
+                sandbox=sandbox,
+                bands=self.bands,
+                slowest=self.slowest,
+                refused=refused,
             )
         summary = timing_summary(json.loads(sidecar.read_text()))
         result = nbformat.v4.new_output("execute_result", data={"text/plain": repr(points)})
