@@ -32,7 +32,7 @@ import torch
 from grader import course, sample_cohort
 from grader.grading.grading_log import read_record
 from grader.grading.timing_record import SIDECAR
-from grader.zoo import BUGS, COPY_FIRST, write_bug
+from grader.zoo import BUGS, COPY_FIRST, base_path, write_bug
 from learning.workshops.check import UsageError
 from learning.workshops.measuring.results import BACKWARD, load
 from learning.workshops.paths import unwritable
@@ -56,7 +56,9 @@ def run(args: list[str], log: Path) -> tuple[int, float]:
 
 
 def checks(out: Path) -> list[str]:
-    """`check --json` on the reference and four bugs (two that copy), as real CUDA kernels."""
+    """`check --json` on the reference, six bugs (two that copy, two only the clean room's
+    replay shows) and the decompositions whose launches are recorded another way (a compiled
+    handle, the autotuner, heuristics, a grid-stride loop), as real CUDA kernels."""
     lines = []
     impls = [("reference", course.REPO / "grader" / "reference.py")]
     for name in (
@@ -64,8 +66,12 @@ def checks(out: Path) -> list[str]:
         "pads-with-zero",
         "copies-first",
         "softmax-beside-kernel",
+        "normalizes-in-torch",
+        "python-helper-in-kernel",
     ):
         impls.append((name, write_bug(next(b for b in BUGS if b.name == name), out)))
+    for shape in ("compiled_handle", "autotuned", "heuristics", "persistent"):
+        impls.append((shape, base_path(shape)))
     for name, path in impls:
         log = out / f"check_{name}.json"
         code, seconds = run(
