@@ -25,6 +25,10 @@ SEED = 20261130
 FOLLOW_ON_OPS = ("strided_softmax_", "strided_softmax_backward")
 IN_PROCESS = ("crash", "timeout", "memory")
 """Hints whose bugs kill or hang the process: the isolated check proves those."""
+REPLAYED = ("not-from-kernel", "held")
+"""Hints only the clean room's replay of an isolated check gives: in process these bugs'
+values are right, and a plain Python helper in a kernel runs only in the interpreter (on a
+GPU it does not compile), so they are left out; `grader.gpu_check` checks them on CUDA."""
 RACES = ("read-after-write",)
 """Hints of races: on a GPU the programs run in no fixed order, so such a bug's values are
 right or wrong by chance there; the interpreter runs them in order and its audit names the
@@ -54,7 +58,7 @@ def members(folder: Path) -> list[Member]:
     found += [
         Member(bug.name, str(write_bug(bug, folder)), bug.op, bug.hint)
         for bug in BUGS
-        if bug.hint is not None and bug.hint not in IN_PROCESS + RACES
+        if bug.hint is not None and bug.hint not in IN_PROCESS + REPLAYED + RACES
     ]
     return found
 

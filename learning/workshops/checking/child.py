@@ -70,7 +70,18 @@ def serve(impl: Path, jobs, emit: Callable[..., None]) -> None:
             run_job(function_in(module, impl, job["function"]), job, device, emit)
         except LoadError as exc:
             emit("missing", detail=str(exc))
+        release_cached_memory(device)
         emit("done")
+
+
+def release_cached_memory(device) -> None:
+    """Give the GPU memory torch's allocator keeps cached back to the device before a job is
+    done: the clean room replays the job's cases on the same GPU next, and a case that ran
+    out of memory would otherwise leave it all held here."""
+    if device.type == "cuda":
+        import torch
+
+        torch.cuda.empty_cache()
 
 
 def run_job(fn, job: dict, device, emit: Callable[..., None]) -> None:

@@ -102,9 +102,7 @@ class Session:
 
     def close(self) -> None:
         """End the child and the clean room, if they are running."""
-        if self.child is not None:
-            self.child.close()
-            self.child = None
+        self._end_child()
         self.room.close()
 
     def run_cases(
@@ -180,6 +178,7 @@ class Session:
         child.send(job)
         events_left = EVENTS_PER_CASE * (len(judged) + 1)
         deadline = self._deadline(timeout_s)  # moved on by a result only, never by a start
+        unreplayed: list[tuple[int, Case, object]] = []
         while True:
             event = child.events.next(deadline)
             events_left -= 1
@@ -188,15 +187,14 @@ class Session:
                 try:
                     kind = event.pop("event", None)
                     if kind == "done":
+                        self._replay(job, run, unreplayed)
                         return finished, None
                     if kind in ("result", "internal-error"):
                         if finished >= len(judged):
                             raise ValueError("a result for a case it was not sent")
-                        op = OPS[job["op"]]
                         case = judged[finished][0]
-                        result = _result(kind, event, op, *judged[finished])
-                        seen = event.get("seen")
-                        run.results.append(replayed_result(op, case, seen, result, self.room))
+                        run.results.append(_result(kind, event, OPS[job["op"]], *judged[finished]))
+                        unreplayed.append((len(run.results) - 1, case, event.get("seen")))
                         finished += 1
                         deadline = self._deadline(timeout_s)
                     else:
@@ -204,8 +202,24 @@ class Session:
                 except (KeyError, TypeError, ValueError, AttributeError) as exc:
                     stop = Verdict(Failure.CRASH, f"its report to the checker was garbled ({exc})")
             if stop is not None:
-                self.close()
+                self._end_child()
+                self._replay(job, run, unreplayed)
                 return finished, stop
+
+    def _replay(self, job: dict, run: IsolatedRun, unreplayed: list) -> None:
+        """Replay in the clean room each case of `job` the data passed (`replayed_result`),
+        once the child is idle or gone: a child still running its next cases could hold the
+        GPU's memory that the room needs (a student's runaway allocation, say)."""
+        for index, case, seen in unreplayed:
+            run.results[index] = replayed_result(
+                OPS[job["op"]], case, seen, run.results[index], self.room
+            )
+
+    def _end_child(self) -> None:
+        """End the child (the clean room stays: the cases the child finished replay in it)."""
+        if self.child is not None:
+            self.child.close()
+            self.child = None
 
     def _start(self) -> Verdict | None:
         """Start a child, its load bounded by what is left of the budget: None when one runs
