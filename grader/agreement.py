@@ -29,10 +29,11 @@ REPLAYED = ("not-from-kernel", "held")
 """Hints only the clean room's replay of an isolated check gives: in process these bugs'
 values are right, and a plain Python helper in a kernel runs only in the interpreter (on a
 GPU it does not compile), so they are left out; `grader.gpu_check` checks them on CUDA."""
-RACES = ("read-after-write",)
+RACES = ("read-after-write", "overlap")
 """Hints of races: on a GPU the programs run in no fixed order, so such a bug's values are
-right or wrong by chance there; the interpreter runs them in order and its audit names the
-race. Their verdicts cannot be the same on both, so they are left out."""
+right or wrong by chance there (or, where two programs write one row, right every time);
+the interpreter runs them in order and its audit names the race. Their verdicts cannot be
+the same on both, so they are left out."""
 
 
 @dataclass(frozen=True)
@@ -58,7 +59,9 @@ def members(folder: Path) -> list[Member]:
     found += [
         Member(bug.name, str(write_bug(bug, folder)), bug.op, bug.hint)
         for bug in BUGS
-        if bug.hint is not None and bug.hint not in IN_PROCESS + REPLAYED + RACES
+        if bug.hint is not None
+        and bug.hint not in IN_PROCESS + REPLAYED + RACES
+        and not bug.audited  # its hint takes the audit, which a GPU does not run
     ]
     return found
 

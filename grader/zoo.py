@@ -53,6 +53,9 @@ class Bug:
     loses: frozenset[str]
     op: str = "strided_softmax"
     base: str = "reference"  # the source edited: the reference, or a name in DECOMPOSITIONS
+    audited: bool = False
+    """Whether its hint takes the ownership audit, which only the interpreter runs: without
+    it (on a GPU) the values alone give another hint, so `grader.agreement` leaves it out."""
 
 
 _LOAD = 'X + row * SR + cols * SC, mask=mask, other=-float("inf")'
@@ -84,6 +87,17 @@ _REFERENCE_BUGS: tuple[Bug, ...] = (
         (Edit("copy_rows_kernel", "X + row * SR + cols * SC", "X + row * SR + cols"),),
         frozenset({"test_pass1", "hidden_pass1"}),
         op="copy_rows",
+    ),
+    Bug(
+        "copy-ignores-both-strides",
+        "strides",
+        "the pass-1 copy loads X + row*N + col: a transpose's values all land, in other "
+        "places, which the stores would be blamed for but for the audit, which sees each "
+        "element loaded where a contiguous tensor has it (a GPU's values say output-layout)",
+        (Edit("copy_rows_kernel", "X + row * SR + cols * SC", "X + row * N + cols"),),
+        frozenset({"test_pass1", "hidden_pass1"}),
+        op="copy_rows",
+        audited=True,
     ),
     Bug(
         "ignores-column-stride",
@@ -201,6 +215,14 @@ _REFERENCE_BUGS: tuple[Bug, ...] = (
         "validation",
         "skips matrix() and warps(), so bad input is not refused clearly",
         (Edit("strided_softmax", "M, N = matrix(x)\n    warps(num_warps)", "M, N = x.shape"),),
+        _WRAPPER_CELLS,
+    ),
+    Bug(
+        "two-programs-per-row",
+        "overlap",
+        "launches a grid of (M, 2), as a kernel tiled over columns would, but each program "
+        "writes its whole row: programs (r, 0) and (r, 1) both write row r, with right values",
+        (Edit("strided_softmax", "softmax_kernel[(M,)]", "softmax_kernel[(M, 2)]"),),
         _WRAPPER_CELLS,
     ),
     Bug(
@@ -454,6 +476,29 @@ PERSISTENT_BUGS = (
         "stores each visited row's whole block without a mask, so lanes past column N-1 write "
         "the next row and, in the last row, past the output",
         (Edit("softmax_kernel", _STORE, "y.to(Y.dtype.element_ty))"),),
+        _KERNEL_CELLS,
+        base="persistent",
+    ),
+    Bug(
+        "persistent-ignores-both-strides",
+        "strides",
+        "each loop iteration loads X + row*N + col, as kernels written for contiguous rows do",
+        (Edit("softmax_kernel", _LOAD, _LOAD.replace("row * SR + cols * SC", "row * N + cols")),),
+        _KERNEL_CELLS,
+        base="persistent",
+    ),
+    Bug(
+        "persistent-loop-without-step",
+        "overlap",
+        "loops tl.range(pid, M) without the grid's step, so program p writes rows p to M-1 "
+        "and every row after the first is written by several programs (right values)",
+        (
+            Edit(
+                "softmax_kernel",
+                "tl.range(tl.program_id(0).to(tl.int64), M, tl.num_programs(0))",
+                "tl.range(tl.program_id(0).to(tl.int64), M)",
+            ),
+        ),
         _KERNEL_CELLS,
         base="persistent",
     ),

@@ -107,6 +107,28 @@ def test_store_with_the_input_strides_of_a_transpose_is_left_to_the_values():
     assert not torch.equal(out, x)
 
 
+def test_loads_that_ignore_a_transposes_strides_are_told_from_stores_that_use_them():
+    """A copy of a transpose that loads X + row*N + col moves the same values as one that
+    stores at Y + row*SR + col*SC: does the audit blame the loads of the first (each element
+    loaded where a contiguous tensor has it), and not those of the second, whose programs
+    each read a whole row of the view, nor those of a right copy?"""
+    _, x = view("transpose", 7, 5)  # strides (1, 7)
+    with audit([x]) as trace:
+        out = copy(x, output_strides=x.stride())
+    assert trace.contiguous_loads(x, out) is None
+    with audit([x]) as trace:
+        out = copy(x)
+    assert trace.contiguous_loads(x, out) is None
+    sc = x.stride(1)
+    with audit([x]) as trace:
+        out = torch.empty(x.shape)
+        copy_kernel[(7,)](x, out, 5, 1, 5, 1, 5, 0, BLOCK=8, MASKED=True)  # X + row*N + col
+    finding = trace.contiguous_loads(x, out)
+    assert finding is not None and not finding.fault
+    assert finding.text.startswith("program 0 stored row 0, column 1 after loading storage index")
+    assert f"not {sc}, where the view has it" in finding.text
+
+
 def test_row_broadcast_strides_write_one_row_many_times():
     """With the input's row stride of 0, is row 0 reported as written by every program and
     the other rows as never written?"""

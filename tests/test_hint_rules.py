@@ -202,6 +202,11 @@ ROWS = (
         ([fail("contiguous", Failure.OWNERSHIP, "a store landed past the output")],),
     ),
     Row(
+        HintId.OVERLAP,
+        ([fail("contiguous", Failure.OVERLAP, "written by programs 0 and 1 of one launch")],),
+        ([fail("contiguous", Failure.OWNERSHIP, "written by programs 0 and 1 of one launch")],),
+    ),
+    Row(
         HintId.RUNNING_MAX,
         ([ok("transpose-wide"), fail("neg-inf-head-wide", Failure.NONFINITE, "NaN or inf")],),
         (
@@ -331,6 +336,14 @@ ROWS = (
                 backward("slice", Failure.OUT_OF_BOUNDS, "a load off the view"),
                 backward("transposed-y", Failure.VALUES, VALUES),
                 backward("broadcast-dy", Failure.NONFINITE, "NaN or inf"),
+            ],
+            # a copy: a transpose's values land in other places, and the audit saw them
+            # loaded where a contiguous tensor has them, so the loads, not the stores
+            [
+                ok("contiguous"),
+                fail("transpose", Failure.STRIDES_IGNORED, "the right values; audit: loaded"),
+                fail("slice", Failure.OUT_OF_BOUNDS, "a load off the view"),
+                fail("row-broadcast", Failure.OUT_OF_BOUNDS, "a load off the view"),
             ],
         ),
         (

@@ -44,6 +44,8 @@ KINDS = {
     "duplicate": "an output element written by two programs of one launch, or two lanes at once",
     "unwritten": "an output element no program wrote",
     "footprint": "a load from the input's storage outside the view's footprint",
+    "contiguous-loads": "each element stored was loaded where a contiguous tensor has it, not "
+    "where the view has it: the loads ignore the strides",
     "outside-view": "in place: a store into the view's storage at an address not in the view",
     "read-after-write": "in place: a program read an element another program of its launch writes",
 }
@@ -376,6 +378,75 @@ class Trace:
             findings += self._ownership(stores, _tensor_region("the output", out), rows, cols)
         findings += self._loads([a for a in self.accesses if not a.store], view)
         return findings
+
+    def contiguous_loads(self, view: torch.Tensor, out: object) -> Finding | None:
+        """Whether the loads ignored the view's strides (a finding that only explains wrong
+        values), or None: every program that stored into `out` loaded each element (r, c) it
+        stored where a contiguous tensor has it, offset + r*N + c, some not where the view
+        has it, offset + r*SR + c*SC; and its loads spread over more of the view's rows than
+        its stores cover of the output's. A program that read whole rows of the view and
+        stored them in other places is the stores' fault: on a transpose the two bugs move
+        the same values (storage index i to output element i) and only which rows each
+        program keeps together tells them apart. Any decomposition: programs are told apart
+        by launch and full grid id, and rows by what they stored, not by their id."""
+        rows, cols = view.shape
+        if not (
+            isinstance(out, torch.Tensor)
+            and tuple(out.shape) == (rows, cols)
+            and out.is_contiguous()
+            and rows * cols
+        ):
+            return None
+        stored, loaded = self._elements_by_program(view, _tensor_region("the output", out))
+        (sr, sc), offset = view.stride(), view.storage_offset()
+        columns = _view_columns(view)
+        evidence, load_rows, store_rows, missed = None, 0, 0, 0
+        for key, elements in stored.items():
+            got = loaded.get(key, np.empty(0, dtype=np.int64))
+            row, column = np.divmod(elements, cols)
+            if not np.isin(offset + elements, got).all():
+                return None  # some element's contiguous address was never loaded
+            strided = offset + row * sr + column * sc
+            off = np.flatnonzero(~np.isin(strided, got))
+            if off.size and evidence is None:
+                evidence = (key, int(off[0]), elements, strided)
+            missed += int(off.size)
+            view_rows = columns.lookup(got)[0]
+            load_rows += np.unique(view_rows[view_rows >= 0]).size
+            store_rows += np.unique(row).size
+        if evidence is None or load_rows <= store_rows:
+            return None
+        (launch, program), at, elements, strided = evidence
+        e = int(elements[at])
+        who = _who(program, self.ranks[launch] if launch >= 0 else 3)
+        return Finding(
+            "contiguous-loads",
+            f"{who} stored row {e // cols}, column {e % cols} after loading storage index "
+            f"{offset + e}, where a contiguous tensor has that element, not {int(strided[at])}, "
+            "where the view has it" + _more(missed),
+            missed,
+            program,
+            e // cols,
+            e % cols,
+            fault=False,
+        )
+
+    def _elements_by_program(self, view: torch.Tensor, out: Region):
+        """Per (launch, program): the output elements it stored, and the input's storage
+        indices it loaded, each sorted and unique."""
+        storage = _storage_region("the input", view)
+        stored: dict[tuple, list] = {}
+        loaded: dict[tuple, list] = {}
+        for a in self.accesses:
+            region, into = (out, stored) if a.store else (storage, loaded)
+            keep = region.holds(a.addresses, region.size)
+            keep &= (a.addresses - region.start) % region.size == 0
+            if keep.any():
+                index = (a.addresses[keep] - region.start) // region.size
+                into.setdefault((a.launch, a.program), []).append(index)
+        stored = {k: np.unique(np.concatenate(v)) for k, v in stored.items()}
+        loaded = {k: np.unique(np.concatenate(v)) for k, v in loaded.items()}
+        return stored, loaded
 
     def _refused_finding(self, view: torch.Tensor) -> Finding:
         """The refusal, as an overrun when its stray lanes continue a row past its end."""

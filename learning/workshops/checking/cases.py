@@ -348,22 +348,31 @@ def _torch_result(call: Call) -> Verdict | None:
 
 def _audit_fault(call: Call) -> Verdict | None:
     """A store into the input or past a row, a load off the view, an element written by two
-    programs (or, with right values, by none): wrong whatever the values."""
+    programs (or, with right values, by none): wrong whatever the values. Right values
+    written twice are programs that overlap (a grid-stride loop's step, a grid too large)."""
     fault = call.fault
-    return call.found(AUDIT_FAILURES[fault.kind], fault.text) if fault else None
+    if fault is None:
+        return None
+    if fault.kind == "duplicate" and call.wrong_values is None:  # right values, written twice
+        return call.found(Failure.OVERLAP, fault.text)
+    return call.found(AUDIT_FAILURES[fault.kind], fault.text)
 
 
 def _values(call: Call) -> Verdict | None:
     """Wrong values; the audit's first finding joins them as evidence (an overrun, when it
-    is one, names the failure)."""
+    is one, names the failure, and so do loads at a contiguous tensor's addresses)."""
     wrong = call.wrong_values if call.case.rows else None
     if wrong is None:
         return None
-    if not call.findings:
+    first = call.findings[0] if call.findings else None
+    if first is not None and first.kind == "overrun":
+        return call.found(Failure.STORE_MASK, f"{wrong.text}; audit: {first.text}")
+    misread = call.trace.contiguous_loads(call.x, call.out) if call.trace else None
+    if misread is not None:  # loads that ignore the strides: on a transpose, right values moved
+        return call.found(AUDIT_FAILURES[misread.kind], f"{wrong.text}; audit: {misread.text}")
+    if first is None:
         return call.found(wrong.failure, wrong.text)
-    first = call.findings[0]
-    failure = Failure.STORE_MASK if first.kind == "overrun" else wrong.failure
-    return call.found(failure, f"{wrong.text}; audit: {first.text}")
+    return call.found(wrong.failure, f"{wrong.text}; audit: {first.text}")
 
 
 def _torch_reads(call: Call) -> Verdict | None:

@@ -41,6 +41,7 @@ class HintId(enum.StrEnum):
     VALIDATION = "validation"
     DTYPE = Failure.DTYPE.value
     STORE_MASK = Failure.STORE_MASK.value
+    OVERLAP = Failure.OVERLAP.value
     RUNNING_MAX = "running-max"
     BLOCK_SIZE = "block-size"
     PADDING = "padding"
@@ -121,6 +122,12 @@ MESSAGES = {
         "A store (or load) runs past the end of its row: lanes at columns N and beyond are "
         "active, so they write the next row's first elements or past the output. Pass "
         "mask=cols < N to tl.store as well as to tl.load."
+    ),
+    HintId.OVERLAP: (
+        "Every value is right, but two programs wrote the same elements (the evidence names "
+        "them by grid id): each row must be written by exactly one program. In a grid-stride "
+        "loop step by the number of programs, tl.range(pid, M, tl.num_programs(0)); launch "
+        "as many programs as the kernel has rows for, and let no grid axis repeat a row."
     ),
     HintId.PADDING: (
         "Probabilities are too small: rows sum to less than one, so masked lanes count in the "
@@ -248,10 +255,24 @@ def _has(result: CaseResult, feature: str) -> bool:
     return feature in result.features
 
 
-VALUE_FAILURES = (Failure.VALUES, Failure.NONFINITE, Failure.PERMUTED, Failure.SUM_LOW)
-ADDRESS_FAILURES = (Failure.VALUES, Failure.NONFINITE, Failure.SUM_LOW, Failure.OUT_OF_BOUNDS)
+VALUE_FAILURES = (
+    Failure.VALUES,
+    Failure.NONFINITE,
+    Failure.PERMUTED,
+    Failure.SUM_LOW,
+    Failure.STRIDES_IGNORED,
+)
+ADDRESS_FAILURES = (
+    Failure.VALUES,
+    Failure.NONFINITE,
+    Failure.SUM_LOW,
+    Failure.OUT_OF_BOUNDS,
+    Failure.STRIDES_IGNORED,
+)
 """Wrong values, or loads off the view: what reading the wrong addresses gives. Right values
-in the wrong places ("permuted") come from where the output is written instead."""
+in the wrong places ("permuted") come from where the output is written instead, unless the
+audit saw the loads at a contiguous tensor's addresses ("strides-ignored": a copy of a
+transpose read that way moves right values)."""
 
 
 def _views(results: list[CaseResult]) -> list[CaseResult]:
@@ -449,6 +470,7 @@ RULES: tuple[tuple[HintId, Rule], ...] = (
     (HintId.VALIDATION, _failures(Failure.NOT_RAISED, Failure.UNCLEAR_ERROR)),
     (HintId.DTYPE, _failures(Failure.DTYPE)),
     (HintId.STORE_MASK, _failures(Failure.STORE_MASK)),
+    (HintId.OVERLAP, _failures(Failure.OVERLAP)),
     (HintId.RUNNING_MAX, _running_max),
     (HintId.BLOCK_SIZE, _block_size),
     (HintId.PADDING, _padding),

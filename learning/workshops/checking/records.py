@@ -43,11 +43,13 @@ class Failure(enum.StrEnum):
     PERMUTED = "permuted"  # the right values in the wrong places
     AMBIGUOUS = "ambiguous"  # nearly all-equal expected values in other places: loads or stores
     VALUES = "values"  # other wrong values
+    STRIDES_IGNORED = "strides-ignored"  # wrong values; audit: loads at contiguous addresses
     STALE_OUTPUT = "stale-output"  # a repeated call returned an earlier result
     NOT_RAISED = "not-raised"  # bad input accepted
     UNCLEAR_ERROR = "unclear-error"  # bad input rejected with an error that does not name it
     STORE_MASK = "store-mask"  # lanes past a row's end loaded or stored: audit, or a guard
     OWNERSHIP = "ownership"  # audit: an output element written by two programs, or by none
+    OVERLAP = "overlap"  # audit: every value right, but some written by two programs of a launch
     OUT_OF_BOUNDS = "out-of-bounds"  # audit: a load outside the view's footprint or any tensor
     INTERNAL_ERROR = "internal-error"  # the checks themselves raised: the checker's fault
     # the optional exercises (`followons`)
@@ -68,6 +70,7 @@ AUDIT_FAILURES = {  # the ownership audit's finding kinds, and the allocation gu
     "ownership": Failure.OWNERSHIP,
     "stray-load": Failure.OUT_OF_BOUNDS,
     "footprint": Failure.OUT_OF_BOUNDS,
+    "contiguous-loads": Failure.STRIDES_IGNORED,
 }
 
 
