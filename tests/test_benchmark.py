@@ -191,7 +191,7 @@ def test_missing_variants_file_exits_two_naming_it(tmp_path, capsys):
     assert (code, out) == (2, "")
     assert err.strip() == (
         f"benchmark: --variants {missing}: no such file; give the path of a .py file or "
-        "notebook that defines strided_softmax, e.g. grader/beyond.py."
+        "notebook that defines strided_softmax, e.g. the course repository's grader/beyond.py."
     )
 
 
@@ -206,7 +206,7 @@ def test_variants_file_without_strided_softmax_exits_two(tmp_path, capsys):
     assert (code, out) == (2, "")
     assert err.strip() == (
         f"benchmark: --variants {other} defines no strided_softmax(x, num_warps); give a file "
-        "that does, e.g. grader/beyond.py."
+        "that does, e.g. the course repository's grader/beyond.py."
     )
     assert not output.exists()
 

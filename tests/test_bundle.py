@@ -8,6 +8,7 @@ import os
 import posixpath
 import re
 import shutil
+import subprocess
 import sys
 import tomllib
 import zipfile
@@ -157,7 +158,7 @@ def test_bundle_pyproject_is_the_students_side(bundle):
     }
     assert shipped["tool"]["setuptools"]["packages"]["find"]["include"] == ["learning*"]
     assert shipped["tool"]["setuptools"]["package-data"] == {
-        "learning.workshops.measuring": ["data/*.json"]
+        "learning.workshops.measuring": ["data/*.json", "data/*.txt"]
     }
     assert not [word for word in (*INSTRUCTOR_ONLY, "grader", "course", "dev") if word in text]
 
@@ -302,3 +303,50 @@ def test_the_bundle_needs_a_course_folder(tmp_path, capsys):
     )
     assert code == 2 and "not a course folder" in err, err
     assert not (tmp_path / "b.zip").exists()
+
+
+def test_the_bundles_wheel_holds_every_file_of_learning(bundle, tmp_path):
+    """Built as a wheel (a non-editable install), does the bundle's package hold every file
+    of `learning/` that git tracks, the data files its notebook cells read among them?"""
+    root = tmp_path / "unpacked"
+    for name, data in bundle.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_bytes(data)
+    command = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation"]
+    built = subprocess.run(
+        [*command, "--quiet", "--wheel-dir", str(tmp_path / "wheel"), str(root / "i1-student")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert built.returncode == 0, built.stderr[-2000:]
+    (wheel,) = (tmp_path / "wheel").glob("*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        held = {name for name in archive.namelist() if name.startswith("learning/")}
+    tracked = subprocess.run(
+        ["git", "ls-files", "learning"], cwd=REPO, capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert any(name.endswith("beyond_loads.txt") for name in tracked)
+    assert sorted(set(tracked) - held) == []
+
+
+INSTRUCTOR_PATH = re.compile(
+    r"(?<![\w./])((?:grader|scripts|tests|source|\.ci)/[\w./-]*[\w/]|grader\.[a-z_][\w.]*)"
+)
+"""A path or module of the instructor's repository, as a page or a notebook names one."""
+
+
+def test_the_bundle_names_no_instructor_file_as_if_it_shipped(bundle):
+    """Where a page, the README or a notebook of the bundle names a file or module of the
+    instructor's repository that the bundle does not hold, does the same paragraph (a
+    notebook's: the same cell) say it lies in the course's repository?"""
+    unqualified = []
+    for name, text in texts(bundle).items():
+        if not name.endswith((".md", ".ipynb")):
+            continue
+        for paragraph in re.split(r"\n\s*\n", text):
+            for found in INSTRUCTOR_PATH.findall(paragraph):
+                if f"i1-student/{found}" in bundle or "repository" in paragraph:
+                    continue
+                unqualified.append((name, found))
+    assert unqualified == []

@@ -556,7 +556,7 @@ def variants_file(text: str | None, op: str) -> Path | None:
     if not path.is_file():
         raise UsageError(
             f"--variants {text}: no such file; give the path of a .py file or notebook that "
-            f"defines {FORWARD}, e.g. grader/beyond.py."
+            f"defines {FORWARD}, e.g. the course repository's grader/beyond.py."
         )
     if path.suffix not in (".py", ".ipynb"):
         raise UsageError(f"--variants {text}: expected a .py file or a notebook (.ipynb).")
@@ -579,7 +579,7 @@ def load_variant(path: Path) -> Kernel:
     if not callable(fn):
         raise UsageError(
             f"--variants {path} defines no {OPS[FORWARD].function}(x, num_warps); give a file "
-            "that does, e.g. grader/beyond.py."
+            "that does, e.g. the course repository's grader/beyond.py."
         )
     return fn
 
