@@ -56,7 +56,6 @@ UNFINISHED = {
     "NotImplementedError": "",  # the stub itself, called by a test cell
     # a test cell's cases, all raising the stub's; an optional exercise's: not attempted
     "AssertionError": r"Hint \[unfinished\]|: not attempted\. ",
-    "EvidenceError": r"not written yet",  # the PTX cell, with the kernel still a stub
 }
 """The errors an untouched release may show, by name, with what their text must say."""
 

@@ -18,7 +18,7 @@ from learning.workshops.checking.cases import PUBLIC_CASES, suite
 from learning.workshops.checking.hints import MESSAGES
 from learning.workshops.contracts import default_device
 from learning.workshops.notebook import pictures, testing
-from learning.workshops.notebook.testing import expect_cases, quiet
+from learning.workshops.notebook.testing import cases_report, expect_cases, quiet
 
 
 def buggy(bug_name: str, folder):
@@ -116,6 +116,22 @@ def test_expect_cases_fails_a_buggy_function_with_the_case_and_a_hint(tmp_path):
         "    a (2, 2) transpose of a (2, 2) tensor, strides (1, 2), offset 0, float32"
     )
     assert lines[5].startswith("    values: 4 of 4 values differ; first at row 0, column 0")
+
+
+def test_cases_report_returns_a_pass_line(capsys):
+    """For an ungraded cell, does cases_report return expect_cases's line instead of printing?"""
+    text = cases_report(strided_softmax, "strided_softmax", ["transpose"])
+    assert text == "strided_softmax: 1 public case passes."
+    assert capsys.readouterr().out == ""
+
+
+def test_cases_report_returns_a_failure_instead_of_raising(tmp_path):
+    """Does a failing function's report come back as text, with the failing case and its hint,
+    so that the ungraded cell does not stop Run All?"""
+    fn = buggy("ignores-column-stride", tmp_path)
+    lines = cases_report(fn, "strided_softmax", ["contiguous", "transpose"]).splitlines()
+    assert lines[0] == "strided_softmax, public cases: 1 of 2 cases fail."
+    assert f"Hint [column-stride]: {MESSAGES['column-stride']}" in lines
 
 
 def test_expect_cases_skips_the_smallest_view_while_nbgrader_grades(tmp_path, monkeypatch):

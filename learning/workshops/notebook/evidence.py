@@ -5,6 +5,8 @@ ahead of time for an sm_90 GPU, which needs LLVM and Triton's bundled ptxas but 
 device. `load_summary` counts the global loads and stores in the PTX by width, and
 `compare_specializations` + `describe` put the two cases side by side: `SC == 1`, which
 Triton turns into the constant 1 at launch, and `SC` passed at run time (a strided view).
+`load_summaries` compiles a kernel of any signature for jobs built elsewhere:
+`launch_evidence` builds them from the launches a student's softmax really makes.
 
 Compilation runs in a child process. Once `triton.language` has been imported with
 `TRITON_INTERPRET=1` (what `select_mode()` does without a GPU), its own `@jit` helpers
@@ -53,6 +55,22 @@ NOT_WRITTEN = "not written yet"
 
 class EvidenceError(RuntimeError):
     """The kernel could not be compiled here; the message says why, on one line."""
+
+
+def not_written(exc: BaseException | None) -> bool:
+    """Whether `exc` is a stub's NotImplementedError, raised by the function itself or by its
+    kernel (which Triton's interpreter wraps in an InterpreterError, the error as its cause)."""
+    while exc is not None:
+        if isinstance(exc, NotImplementedError):
+            return True
+        exc = exc.__cause__
+    return False
+
+
+def raised_line(exc: BaseException) -> str:
+    """`Type: first line of the message`, at most 200 characters of it: an error on one line."""
+    text = next((line.strip() for line in str(exc).splitlines() if line.strip()), "")
+    return f"{type(exc).__name__}: {text[:200]}" if text else type(exc).__name__
 
 
 @dataclass(frozen=True)
@@ -217,7 +235,8 @@ def _compile(kernel: object, jobs: list[dict], course: bool = True) -> list[str]
     if "error" in result:
         raise EvidenceError(
             f"Triton could not compile {fn.__name__} for sm_{jobs[0]['arch']}: "
-            f"{result['error']}. Fix the kernel so it runs in the interpreter, then retry."
+            f"{result['error']}. Fix what it names (a function the kernel calls must be "
+            "@triton.jit too), then run this cell again."
         )
     return result["ptx"]
 
@@ -368,7 +387,8 @@ def _compile_job(kernel: object, names: list[str], job: dict) -> str:
         {(index,): _DIVISIBILITY for index in job["divisible"]},
     )
     target = GPUTarget("cuda", job["arch"], 32)
-    compiled = triton.compile(source, target=target, options={"num_warps": job["num_warps"]})
+    options = {"num_warps": job["num_warps"], **job.get("options", {})}
+    compiled = triton.compile(source, target=target, options=options)
     return compiled.asm["ptx"]
 
 
@@ -411,13 +431,13 @@ def describe(summaries: dict[str, LoadSummary]) -> str:
     lines = []
     for key, summary in summaries.items():
         label = SPECIALIZATIONS[key][1] if key in SPECIALIZATIONS else key
-        loads = _phrase(summary.loads_by_width, "load", summary.dtype)
-        stores = _phrase(summary.stores_by_width, "store", summary.dtype)
+        loads = phrase(summary.loads_by_width, "load", summary.dtype)
+        stores = phrase(summary.stores_by_width, "store", summary.dtype)
         lines.append(f"{label}: {loads}; {stores}.")
     return "\n".join([*lines, MEANING])
 
 
-def _phrase(by_width: dict[int, int], noun: str, dtype: str | None) -> str:
+def phrase(by_width: dict[int, int], noun: str, dtype: str | None) -> str:
     """E.g. '2 loads of 128 bits (4 fp32 each)'; parts joined with ' + '."""
     if not by_width:
         return f"no global {noun}s"

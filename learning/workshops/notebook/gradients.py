@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import torch
 
-from learning.workshops.notebook.evidence import NOT_WRITTEN
+from learning.workshops.notebook.evidence import NOT_WRITTEN, not_written, raised_line
 
 Backward = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
@@ -82,33 +82,29 @@ def compare_with_torch(softmax: Callable, device: torch.device | str) -> dict[st
 
 def report(backward: Backward, softmax: Callable, device: torch.device | str) -> str:
     """Both checks as lines for the notebook; each line says passed or what failed. While
-    `backward` still raises its stub's NotImplementedError, one line that says so instead."""
+    `backward` still raises its stub's NotImplementedError, one line that says so instead,
+    and one sentence for any other error: the cell is not graded, so it never raises and
+    Run All goes on."""
+    name = getattr(backward, "__name__", "the backward")
     try:
         gradchecks = gradcheck_views(backward, device)
+        differences = compare_with_torch(softmax, device)
     except Exception as exc:
-        if not _not_written(exc):
-            raise
-        name = getattr(backward, "__name__", "the backward")
-        return f"{name} is {NOT_WRITTEN}: gradcheck runs once it is."
+        if not_written(exc):
+            return f"{name} is {NOT_WRITTEN}: gradcheck runs once it is."
+        return (
+            f"The gradient checks stopped: {raised_line(exc)}. Run the backward's test cells "
+            "above for the case that fails, fix it, then run this cell again."
+        )
     lines = []
-    for name, ok in gradchecks.items():
-        lines.append(f"gradcheck, float64 {name} view: {'passed' if ok else 'FAILED'}")
-    for (name, difference), tolerance in zip(
-        compare_with_torch(softmax, device).items(), TOLERANCES.values(), strict=True
+    for view, ok in gradchecks.items():
+        lines.append(f"gradcheck, float64 {view} view: {'passed' if ok else 'FAILED'}")
+    for (dtype, difference), tolerance in zip(
+        differences.items(), TOLERANCES.values(), strict=True
     ):
         verdict = "matches" if difference <= tolerance else "DIFFERS from"
         lines.append(
-            f"{name} transposed view: gradient {verdict} torch.softmax's "
+            f"{dtype} transposed view: gradient {verdict} torch.softmax's "
             f"(largest difference {difference:.2g} of the largest gradient)"
         )
     return "\n".join(lines)
-
-
-def _not_written(exc: BaseException) -> bool:
-    """Whether `exc` is a stub's NotImplementedError, raised by the function itself or by its
-    kernel (which Triton's interpreter wraps in an InterpreterError, the error as its cause)."""
-    while exc is not None:
-        if isinstance(exc, NotImplementedError):
-            return True
-        exc = exc.__cause__
-    return False

@@ -193,6 +193,18 @@ def expect_cases(fn: Callable, op: str, names: Iterable[str] | None = None) -> N
     print(f"{op}: {all_pass(len(results), 'public')}")
 
 
+def cases_report(fn: Callable, op: str, names: Iterable[str] | None = None) -> str:
+    """`expect_cases` for a cell that is not graded: its verdict as text (the failing cases
+    and their hints included), never raised, so Run All goes on past the cell."""
+    printed = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(printed):
+            expect_cases(fn, op, names)
+    except (AssertionError, CheckerFault) as failed:
+        return str(failed)
+    return printed.getvalue().strip()
+
+
 def message_only(error: BaseException) -> list[str]:
     """What IPython shows for a failed test instead of a traceback (its `_render_traceback_`
     hook): the message alone. The frames would all be the checker's, never the student's
