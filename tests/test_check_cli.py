@@ -194,6 +194,71 @@ def test_missing_default_file_names_both_candidates(tmp_path):
     assert "found neither strided_softmax.py nor strided_softmax.ipynb" in done.stderr
 
 
+def _bundled_notebook(root: Path) -> Path:
+    """The release notebook where the student bundle puts it below its root, the folder the
+    lab's terminal opens in; its path relative to `root`."""
+    from grader.bundle import shipped_files
+
+    (name,) = [name for _, name in shipped_files() if name.endswith("/strided_softmax.ipynb")]
+    (root / name).parent.mkdir(parents=True)
+    (root / name).write_text(RELEASE.read_text())
+    return Path(name)
+
+
+def test_from_the_bundle_root_the_notebooks_folder_and_impl_are_named(tmp_path):
+    """Run from the bundle's root (where the lab's terminal opens), does the one-line error
+    name the folder that holds the notebook and the exact --impl that checks it?"""
+    notebook = _bundled_notebook(tmp_path)
+    done = check("strided_softmax", cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [
+        f"check: found neither strided_softmax.py nor strided_softmax.ipynb in {tmp_path}; "
+        f"{notebook.parent.as_posix()}/ holds strided_softmax.ipynb: run python -m "
+        f"learning.workshops.check strided_softmax --impl {notebook.as_posix()}"
+    ]
+    assert (tmp_path / done.stderr.split("--impl ")[1].strip()).is_file()
+
+
+def test_a_pass_check_beside_the_notebook_names_it(tmp_path):
+    """In the notebook's folder, where pass 1's default file (copy_rows.py) is absent, does
+    the error point at the notebook beside it?"""
+    (tmp_path / "strided_softmax.ipynb").write_text(RELEASE.read_text())
+    done = check("copy_rows", cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr.strip().endswith(
+        "this folder holds strided_softmax.ipynb: run python -m learning.workshops.check "
+        "copy_rows --impl strided_softmax.ipynb"
+    )
+
+
+def test_the_search_below_is_bounded_and_skips_hidden_folders(tmp_path):
+    """Is a notebook in a hidden folder, or deeper than the search goes, left unnamed?"""
+    from learning.workshops.check import SEARCH_DEPTH
+
+    for folder in [".ipynb_checkpoints", "/".join("d" * (SEARCH_DEPTH + 1))]:
+        (tmp_path / folder).mkdir(parents=True)
+        (tmp_path / folder / "strided_softmax.ipynb").write_text("{}")
+    done = check("strided_softmax", cwd=tmp_path)
+    assert done.stderr.strip().endswith(
+        "run from the folder that holds your work or pass --impl FILE."
+    )
+
+
+def test_with_both_files_here_one_line_says_which_is_checked(tmp_path):
+    """With strided_softmax.py beside strided_softmax.ipynb, does one line say that the .py
+    is checked and how to check the notebook, and does the report's first line name it?"""
+    (tmp_path / "strided_softmax.ipynb").write_text(RELEASE.read_text())
+    (tmp_path / "strided_softmax.py").write_text(
+        "def strided_softmax(x, num_warps=4):\n    raise ValueError('not yet')\n"
+    )
+    done = check("strided_softmax", "--sandbox", "off", cwd=tmp_path)
+    assert done.stderr.splitlines()[0] == (
+        "check: both strided_softmax.py and strided_softmax.ipynb are here; checking "
+        "strided_softmax.py (to check the notebook instead, pass --impl strided_softmax.ipynb)"
+    )
+    assert done.stdout.startswith("strided_softmax from strided_softmax.py, saved ")
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [

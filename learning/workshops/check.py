@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import secrets
+import shlex
 import sys
 import time
 from dataclasses import dataclass
@@ -114,6 +116,22 @@ class Report:
         }
 
 
+WORKSHOP_STEM = "strided_softmax"
+"""The workshop's file (the notebook, or the page's .py), which holds every function."""
+SEARCH_DEPTH = 3
+"""Folders below the current one that a missing file is looked for in: the student bundle
+keeps the notebook two down (`release/i1_strided_softmax/`), where the lab's terminal opens
+one folder above `release/`."""
+SEARCH_FOLDERS = 500
+"""Most folders that look opens, so that running from a home folder stays quick."""
+
+
+def default_names(op: str) -> tuple[str, str]:
+    """The files the check reads without --impl: `<function>.py`, then `<function>.ipynb`."""
+    stem = OPS[op].function
+    return f"{stem}.py", f"{stem}.ipynb"
+
+
 def find_impl(op: str, impl: str | None) -> Path:
     """The file to check: `--impl`, else `<function>.py`, else `<function>.ipynb` here."""
     if impl is not None:
@@ -123,14 +141,66 @@ def find_impl(op: str, impl: str | None) -> Path:
         if path.suffix not in (".py", ".ipynb"):
             raise UsageError(f"--impl {impl}: expected a .py file or a notebook (.ipynb).")
         return path
-    stem = OPS[op].function
-    for candidate in (Path(f"{stem}.py"), Path(f"{stem}.ipynb")):
-        if candidate.is_file():
-            return candidate
-    raise UsageError(
-        f"found neither {stem}.py nor {stem}.ipynb in {Path.cwd()}; run from the folder that "
-        "holds your work or pass --impl FILE."
+    names = default_names(op)
+    for name in names:
+        if Path(name).is_file():
+            return Path(name)
+    raise UsageError(not_found(op, names))
+
+
+def both_found(op: str, impl: str | None) -> str | None:
+    """One line when --impl is not given and both default files are here: which one the
+    check reads, and how to check the other instead."""
+    py, notebook = default_names(op)
+    if impl is not None or not (Path(py).is_file() and Path(notebook).is_file()):
+        return None
+    return (
+        f"check: both {py} and {notebook} are here; checking {py} "
+        f"(to check the notebook instead, pass --impl {notebook})"
     )
+
+
+def not_found(op: str, names: tuple[str, str]) -> str:
+    """The usage error when neither default file is here: where below this folder a file
+    that defines the function is, and the exact --impl that checks it."""
+    here = f"found neither {names[0]} nor {names[1]} in {Path.cwd()}"
+    wanted = [*names, f"{WORKSHOP_STEM}.py", f"{WORKSHOP_STEM}.ipynb"]
+    found = search_below(Path("."), list(dict.fromkeys(wanted)))
+    if found is None:
+        return f"{here}; run from the folder that holds your work or pass --impl FILE."
+    folder = "this folder" if found.parent == Path(".") else f"{found.parent.as_posix()}/"
+    return (
+        f"{here}; {folder} holds {found.name}: run python -m learning.workshops.check {op} "
+        f"--impl {shlex.quote(found.as_posix())}"
+    )
+
+
+def search_below(root: Path, names: list[str]) -> Path | None:
+    """The first of `names` in `root` or a folder below it, breadth first (nearest folder,
+    then the order of `names`), at most SEARCH_DEPTH down and SEARCH_FOLDERS opened; hidden
+    and private folders (`.git`, `__pycache__`) are skipped."""
+    level, opened = [root], 0
+    for _ in range(SEARCH_DEPTH + 1):
+        below = []
+        for folder in level:
+            if opened == SEARCH_FOLDERS:
+                return None
+            opened += 1
+            try:
+                entries = sorted(os.scandir(folder), key=lambda e: e.name)
+            except OSError:  # unreadable: nothing of the student's is there
+                continue
+            files = {e.name for e in entries if e.is_file()}
+            for name in names:
+                if name in files:
+                    return folder / name
+            below += [
+                folder / e.name
+                for e in entries
+                if e.is_dir(follow_symlinks=False) and e.name[0] not in "._"
+            ]
+        level = below
+    return None
 
 
 def picture_path(draw: str | None) -> Path | None:
@@ -335,6 +405,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.op not in OPS:
             raise UsageError(f"unknown op {args.op!r}; choose one of {', '.join(OPS)}.")
         impl = find_impl(args.op, args.impl)
+        if note := both_found(args.op, args.impl):
+            print(note, file=sys.stderr, flush=True)
         picture = picture_path(args.draw)
         report = run_check(
             args.op,
