@@ -215,3 +215,16 @@ def test_the_backward_draws_y_and_dy_side_by_side():
     assert [g.get_title(loc="left").splitlines()[0] for g in grids] == ["y", "dy"]
     pointers = [t.get_text() for ax in stores for t in ax.texts if "data_ptr" in t.get_text()]
     assert pointers == ["y.data_ptr() \u2192 index 0", "dy.data_ptr() \u2192 index 10"]
+
+
+def test_a_stray_read_is_marked_on_the_strip_or_the_bar():
+    """Is an index a kernel read outside the view marked in red, in the strip drawn cell by
+    cell and in the long storage's bar, with the caption saying where it lies?"""
+    _, storage = panels(draw_view(shifted_slice(), stray=4))
+    assert "stray:4" in patch_gids(storage)
+    assert "red = index 4, which the kernel read, outside the view" in storage.get_title(loc="left")
+    long = torch.arange(600.0).as_strided((20, 20), (1, 20))
+    _, bar = panels(draw_view(long, stray=410))
+    assert [c.get_gid() for c in bar.collections if c.get_gid() == "stray:410"] == ["stray:410"]
+    _, unmarked = panels(draw_view(shifted_slice(), stray=None))
+    assert not [g for g in patch_gids(unmarked) if g.startswith("stray:")]

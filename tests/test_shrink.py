@@ -4,6 +4,7 @@ same for a seed, within its budget, drawn on request, and never sought for the r
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -214,3 +215,31 @@ def test_draw_needs_a_png_name(tmp_path):
     done = check("strided_softmax", "--draw", str(tmp_path / "v.jpg"), "--impl", str(REFERENCE))
     assert done.returncode == 2
     assert "--draw" in done.stderr and ".png" in done.stderr
+
+
+def test_a_load_off_the_view_is_drawn_where_it_read(tmp_path):
+    """Does the smallest view of a kernel that loads one element past each row name the
+    storage index it read, and does its picture mark that index in red on the strip, past the
+    storage's end where it lies there?"""
+    from learning.workshops.checking.shrink import build_view, stray_index
+    from learning.workshops.notebook.pictures import draw_view
+
+    impl = tmp_path / "reads_past.py"
+    load = "tl.load(X + row * SR + cols * SC, mask=mask)"
+    impl.write_text(REFERENCE.read_text().replace(load, load.replace("SC,", "SC + 1,"), 1))
+    report = run_check("copy_rows", impl, seed=SEED, shrink_failures=True)
+    smallest = report.smallest
+    assert smallest.failure == Failure.OUT_OF_BOUNDS
+    assert (smallest.case.rows, smallest.case.cols) == (1, 1)
+    assert stray_index(smallest) == 1  # element 0's neighbour, past a storage of one
+    storage = next(
+        ax
+        for ax in draw_view(build_view(smallest.case, SEED), stray=1).axes
+        if ax.get_label() == "storage"
+    )
+    assert "stray:1" in {p.get_gid() for p in storage.patches}
+    assert "red = index 1, which the kernel read, past the storage's end" in storage.get_title(
+        loc="left"
+    )
+    values = failed(Case("transpose"))
+    assert stray_index(replace(smallest, result=values)) is None

@@ -17,6 +17,7 @@ milliseconds on the interpreter); `MAX_SECONDS` is a safety net, for compiles on
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, replace
@@ -372,9 +373,24 @@ def picture_title(shrunk: Shrunk) -> str:
     return f"smallest failing view ({shrunk.failure}), case {shrunk.start.name} shrunk"
 
 
+def stray_index(shrunk: Shrunk) -> int | None:
+    """The storage index of the input that the smallest failing view's kernel read outside
+    the view, as the audit's verdict names it (a load off the view or past its row); None
+    for other failures."""
+    if shrunk.failure != Failure.OUT_OF_BOUNDS:
+        return None
+    found = STORAGE_INDEX.search(shrunk.result.verdict.text)
+    return int(found.group(1)) if found else None
+
+
+STORAGE_INDEX = re.compile(r"storage index (-?\d+)")
+"""How the audit's verdict names the storage index a load read (`audit.Trace` findings)."""
+
+
 def draw(shrunk: Shrunk, seed: int, path: Path) -> Path:
     """Save the address explorer's picture (`draw_view`) of the smallest failing view: for
-    the backward, y's and dy's side by side."""
+    the backward, y's and dy's side by side; a load off the view marked where it read."""
     from learning.workshops.notebook.pictures import save_view
 
-    return save_view(build_views(shrunk.case, seed), path, picture_title(shrunk))
+    views = build_views(shrunk.case, seed)
+    return save_view(views, path, picture_title(shrunk), stray_index(shrunk))

@@ -4,7 +4,8 @@
 it reads (`storage_offset + row*stride[0] + col*stride[1]`) and its value, and the storage
 as a strip of cells from index 0. Each logical row has one colour in both panels, so the
 eye can follow row r into memory; storage cells that several elements read (stride 0) are
-hatched and carry their read count.
+hatched and carry their read count. A `stray` index (one a kernel read outside the view, as
+`check --draw` shows it) is marked in red on the strip, past the storage's end if it lies there.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ STRIP_LABELLED = 256
 STRIP_CELL_MAX = 0.55
 """Widest a storage cell is drawn, in inches, so short strips stay compact."""
 
+STRAY = "#d62728"
+"""The colour of a storage index a kernel read outside the view."""
 GREY = "#e4e4e4"
 GREY_TEXT = "#8a8a8a"
 EDGE = "#4d4d4d"
@@ -42,11 +45,13 @@ def draw_view(
     ax_grid: Axes | None = None,
     ax_storage: Axes | None = None,
     name: str = "x",
+    stray: int | None = None,
 ) -> Figure:
     """Draw the logical grid of the 2-D view `x` above the storage cells it reads.
 
     Pass `ax_grid` and `ax_storage` together to draw into existing axes; otherwise a new
-    figure is made; `name` is what the view is called in the picture. Returns the figure
+    figure is made; `name` is what the view is called in the picture; `stray`, a storage
+    index a kernel read that the view does not, is marked on the strip. Returns the figure
     that holds the drawing.
     """
     _check(x)
@@ -56,7 +61,8 @@ def draw_view(
     shown_rows, shown_cols = min(rows, CORNER), min(cols, CORNER)
     index = _indices(x, shown_rows, shown_cols)
     values = x.detach()[:shown_rows, :shown_cols].cpu().tolist()
-    strip_len = _strip_length(x, index)
+    stray = stray if stray is not None and stray >= 0 else None
+    strip_len = max(_strip_length(x, index), stray + 1 if stray is not None else 0)
 
     if ax_grid is None:
         fig, ax_grid, ax_storage = _new_figure(shown_rows, shown_cols, strip_len)
@@ -68,6 +74,8 @@ def draw_view(
     _draw_grid(ax_grid, x, index, values, colours, reads)
     ax_grid.set_title(_title(x, title), fontsize=12, loc="left")
     _draw_storage(ax_storage, x, index, colours, reads, strip_len, name)
+    if stray is not None:
+        _mark_stray(ax_storage, x, stray, strip_len)
     return fig
 
 
@@ -75,12 +83,15 @@ def save_view(
     x: torch.Tensor | list[tuple[str, torch.Tensor]],
     path: str | os.PathLike[str],
     title: str | None = None,
+    stray: int | None = None,
 ) -> Path:
     """Draw `x` with `draw_view` (or named views with `draw_views`) and save it as a PNG at
-    `path`; return the path."""
+    `path`; return the path. `stray` is `draw_view`'s, for one view."""
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    figure = draw_views(x, title) if isinstance(x, list) else draw_view(x, title)
+    figure = (
+        draw_views(x, title, stray) if isinstance(x, list) else draw_view(x, title, stray=stray)
+    )
     figure.savefig(out, dpi=130, format="png", bbox_inches="tight", pad_inches=0.2)
     return out
 
@@ -148,12 +159,14 @@ def _new_figure(rows: int, cols: int, strip_len: int) -> tuple[Figure, Axes, Axe
     return fig, *_panels(fig, grid_h, strip_h)
 
 
-def draw_views(views: list[tuple[str, torch.Tensor]], title: str | None = None) -> Figure:
+def draw_views(
+    views: list[tuple[str, torch.Tensor]], title: str | None = None, stray: int | None = None
+) -> Figure:
     """Draw several named views side by side, each as `draw_view` draws one (the backward's
-    y and dy: either may be the one misread), under one title."""
+    y and dy: either may be the one misread), under one title; `stray` marks one view's."""
     if len(views) == 1:
         name, x = views[0]
-        return draw_view(x, title)
+        return draw_view(x, title, stray=stray)
     for _, x in views:
         _check(x)
     sizes = []
@@ -423,6 +436,26 @@ def _draw_storage(
     ax.set_xlim(-0.1, per_line + 0.1)
     ax.set_ylim((lines - 1) * pitch + 0.55 + 1.9, 0)
     ax.set_aspect("equal")
+
+
+def _mark_stray(ax: Axes, x: torch.Tensor, stray: int, length: int) -> None:
+    """Mark storage index `stray`, which the kernel read outside the view, in red on the strip
+    drawn by `_draw_storage`, and say so under its title."""
+    beyond = stray >= _storage_length(x)
+    where = "past the storage's end" if beyond else "outside the view"
+    said = f"red = index {stray}, which the kernel read, {where}"
+    ax.set_title(f"{ax.get_title(loc='left')}\n{said}", fontsize=9.5, loc="left", color="black")
+    if length > STRIP_LABELLED:
+        ax.vlines([stray + 0.5], -0.25, 1.25, colors=STRAY, linewidth=2.5, gid=f"stray:{stray}")
+        return
+    per_line = min(length, STRIP_LINE)
+    left, top = stray % per_line, (stray // per_line) * _pitch(-(-length // per_line)) + 0.55
+    _add(
+        ax,
+        Rectangle(
+            (left, top), 1, 1, fill=False, edgecolor=STRAY, linewidth=2.6, gid=f"stray:{stray}"
+        ),
+    )
 
 
 def _draw_bar(

@@ -35,6 +35,7 @@ from learning.workshops.checking.shrink import (
     report_lines,
     shrink,
     starting_case,
+    stray_index,
 )
 from learning.workshops.checking.sidecars import (
     HINTS_SIDECAR,
@@ -268,7 +269,7 @@ def show_failing_view(shrunk: Shrunk, seed: int) -> None:
             from learning.workshops.notebook.pictures import draw_views  # matplotlib: here only
 
             title = failing_view_title(shrunk)
-            figure = draw_views(build_views(shrunk.case, seed), title)
+            figure = draw_views(build_views(shrunk.case, seed), title, stray_index(shrunk))
             png = io.BytesIO()
             figure.savefig(png, format="png", bbox_inches="tight", pad_inches=0.2)
             display_png(png.getvalue(), title)
