@@ -327,7 +327,8 @@ def test_layout_aware_bar_is_its_best_warps_logical_gbps(results):
             assert bar.get_height() == pytest.approx(row.gbps_logical)
     ticks = [t.get_text() for t in panel(fig, "layouts 4096x4096 cold").get_xticklabels()]
     assert len(ticks) == 5 and ticks[-1] == "layout-aware kernel\non the transpose"
-    assert "reference.py (layout-aware: beyond.py) on NVIDIA H200" in fig.get_suptitle()
+    title = " ".join(fig.get_suptitle().split())  # wrapped to the figure's width
+    assert "reference.py (layout-aware: beyond.py) on NVIDIA H200" in title
 
 
 def test_layout_aware_bar_only_when_measured(results):
@@ -523,3 +524,59 @@ def test_recorded_beyond_run_labels_its_six_bars_apart():
     boxes = [t.get_window_extent(renderer) for t in ax.get_xticklabels()]
     assert len(boxes) == 6
     assert all(left.x1 < right.x0 for left, right in zip(boxes, boxes[1:], strict=False))
+
+
+def test_median_labels_sit_at_the_median_and_outliers_do_not_set_the_axis(results):
+    """Is each warps bar's label at its median (not at its whisker's end), is every panel's
+    axis set by its medians, and is a whisker that ends far above them cut at the edge,
+    marked, with its end printed?"""
+    fig = plots.plot_warps(results)
+    for r in results.rows:
+        if r.variant not in ("direct", "copy"):
+            continue
+        gid = f"{r.shape}:{r.layout}:{r.variant}:{r.mode}:{r.num_warps}"
+        ax = panel(fig, f"warps {r.shape} {r.layout}")
+        (label,) = [t for t in ax.texts if t.get_gid() == f"median:{gid}"]
+        assert label.xy[1] == pytest.approx(r.median_ms)
+        top = ax.get_ylim()[1]
+        highest = max(
+            o.median_ms for o in results.rows if (o.shape, o.layout) == (r.shape, r.layout)
+        )
+        assert top <= 1.1 * plots.OFF_SCALE * highest
+        marked = [line for line in ax.lines if line.get_gid() == f"off-scale:{gid}"]
+        assert bool(marked) == (r.max_ms > top)
+        if marked:
+            assert f"{r.max_ms:.3g}" in [t.get_text() for t in ax.texts]
+
+
+def test_an_outlier_is_marked_and_named_in_the_legend():
+    """Does a slowest call ten times the median leave the axis to the medians, with a
+    triangle at the edge that the legend explains (and no such entry without one)?"""
+    run = load(H200_SAMPLE)
+    row = next(r for r in run.rows if r.variant == "direct")
+    slow = dataclasses.replace(row, max_ms=10 * row.median_ms)
+    fig = plots.plot_warps(
+        dataclasses.replace(run, rows=[slow if r is row else r for r in run.rows])
+    )
+    ax = panel(fig, f"warps {row.shape} {row.layout}")
+    assert ax.get_ylim()[1] < 3 * max(r.median_ms for r in run.rows if r.shape == row.shape)
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert "slowest call off the scale" in legend
+
+
+def test_figures_fit_the_notebook_column():
+    """Are the recorded runs' figures at most the notebook's column wide (1280 px at 100 dpi),
+    so their tick labels are drawn at their size, the six-bar beyond run's panels one under
+    the other?"""
+    from learning.workshops.measuring.results import H200_BACKWARD, H200_BEYOND
+
+    for path, plot in (
+        (H200_SAMPLE, plots.plot_warps),
+        (H200_SAMPLE, plots.plot_layouts),
+        (H200_BACKWARD, plots.plot_backward),
+        (H200_BEYOND, plots.plot_layouts),
+    ):
+        assert plot(load(path)).get_figwidth() <= plots.COLUMN_INCHES, (path.name, plot.__name__)
+    beyond = plots.plot_layouts(load(H200_BEYOND))
+    columns = {ax.get_subplotspec().colspan.start for ax in beyond.axes}
+    assert columns == {0}

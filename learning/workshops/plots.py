@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import textwrap
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +44,12 @@ WARP_COLOURS = ("#4c78a8", "#f58518", "#54a24b", "#b279a2", "#9d755d")
 WHISKER = "#333333"
 ROOF = "#222222"
 DPI = 130
+COLUMN_INCHES = 12.5
+"""The widest a figure is drawn: the notebook's column (1280 px) at 100 dpi, where a figure
+wider than it is shrunk, and its tick labels with it."""
+OFF_SCALE = 1.6
+"""A whisker that ends past this many times the panel's highest median is not allowed to set
+the axis: it is cut at the axis's edge, marked, and its end printed beside it."""
 BENCHMARK_COMMAND = "`python -m learning.workshops.benchmark --op {op} --output FILE`"
 
 
@@ -123,7 +130,8 @@ def plot_warps(results: Results) -> Figure:
     colours = {w: WARP_COLOURS[i % len(WARP_COLOURS)] for i, w in enumerate(warps)}
     ratios = [max(1, len(_warp_groups(rows, lay))) for lay in layouts]
 
-    fig = Figure(figsize=(4.0 + 2.2 * sum(ratios), 3.6 * len(shapes) + 1.2), layout="constrained")
+    width = min(COLUMN_INCHES, 2.5 + 1.6 * sum(ratios))
+    fig = Figure(figsize=(width, 3.4 * len(shapes) + 1.2), layout="constrained")
     grid = fig.add_gridspec(len(shapes), len(layouts), width_ratios=ratios)
     for i, shape in enumerate(shapes):
         for j, layout in enumerate(layouts):
@@ -134,11 +142,10 @@ def plot_warps(results: Results) -> Figure:
             ax.set_ylabel("median time (ms)")
     handles = [Patch(color=colours[w], label=f"num_warps={w}") for w in warps]
     handles.append(Line2D([], [], color=WHISKER, marker="_", markersize=10, label="min to max"))
+    if _drew_off_scale(fig):
+        handles.append(_off_scale_handle("slowest call off the scale"))
     fig.legend(handles=handles, loc="outside lower center", ncols=len(handles), frameon=False)
-    fig.suptitle(
-        f"Time per call by num_warps: {_whose(results)} (lower is better)",
-        fontsize=13,
-    )
+    _suptitle(fig, f"Time per call by num_warps: {_whose(results)} (lower is better)")
     return fig
 
 
@@ -147,11 +154,16 @@ def plot_layouts(results: Results) -> Figure:
     _require_rows(results, FORWARD)
     shapes = _ordered(r.shape for r in results.rows)
     modes = [m for m in MODES if any(r.mode == m for r in results.rows)]
-    # 1.4 inches a bar keeps two-line labels apart (six bars with --variants and --torch-compile)
-    panel = max(6.8, 1.4 * len(_layout_bars(results)))
-    fig = Figure(figsize=(max(11.0, panel * len(modes)), 4.6 * len(shapes) + 1.2))
+    # 1.4 inches a bar keeps two-line labels apart; modes side by side while they fit the
+    # notebook's column (four bars), else one under the other (six, with --variants and
+    # --torch-compile), so the labels keep their size
+    panel = max(5.8, 1.4 * len(_layout_bars(results)) + 0.3)
+    across = len(modes) if panel * len(modes) <= COLUMN_INCHES else 1
+    down = len(shapes) * (len(modes) // across)
+    fig = Figure(figsize=(panel * across, (4.6 if across > 1 else 4.0) * down + 1.2))
     fig.set_layout_engine("constrained")
-    axes = fig.subplots(len(shapes), len(modes), squeeze=False)
+    grid = fig.subplots(down, across, squeeze=False)
+    axes = [[grid.flat[i * len(modes) + j] for j in range(len(modes))] for i in range(len(shapes))]
     for i, shape in enumerate(shapes):
         # One scale per shape, so cold and warm compare at a glance.
         top = 1.15 * max(
@@ -167,7 +179,7 @@ def plot_layouts(results: Results) -> Figure:
             ax.set_label(f"layouts {shape} {mode}")
             _draw_layout_panel(ax, results, shape, mode, top)
             ax.set_title(f"{shape}, {MODE_NAMES[mode]}", loc="left", fontsize=11)
-            if j == 0:
+            if ax.get_subplotspec().is_first_col():
                 ax.set_ylabel("effective bandwidth (GB/s)\nlogical bytes: 2 x M x N x size")
     handles = []
     if any(r.variant == "copy" for r in results.rows):
@@ -183,9 +195,9 @@ def plot_layouts(results: Results) -> Figure:
         handles.append(Line2D([], [], color=ROOF, linestyle="--", label="roof: plain device copy"))
     if handles:
         fig.legend(handles=handles, loc="outside lower center", ncols=2, frameon=False)
-    fig.suptitle(
+    _suptitle(
+        fig,
         f"Softmax bandwidth by layout: {_whose(results)} (higher is better; best num_warps shown)",
-        fontsize=13,
     )
     return fig
 
@@ -198,15 +210,17 @@ def plot_backward(results: Results) -> Figure:
     shapes = _ordered(r.shape for r in results.rows)
     modes = [m for m in MODES if any(r.mode == m for r in results.rows)]
     most_bars = max(len(_backward_bars(rows, s, m)) for s in shapes for m in modes)
-    fig = Figure(figsize=(max(11.0, (0.8 * most_bars + 1.8) * len(modes)), 4.4 * len(shapes) + 1.4))
+    width = min(COLUMN_INCHES, max(8.0, (0.66 * most_bars + 1.4) * len(modes)))
+    fig = Figure(figsize=(width, 4.2 * len(shapes) + 1.4))
     fig.set_layout_engine("constrained")
     axes = fig.subplots(len(shapes), len(modes), squeeze=False)
     for i, shape in enumerate(shapes):
         roofs = {m: _roof(results, shape, m) for m in modes}
-        top = max(  # one scale per shape, so cold and warm compare at a glance
-            [1.2 * _gbps_span(r)[1] for r in rows if r.shape == shape]
-            + [1.1 * roof.gbps_logical for roof in roofs.values() if roof is not None],
-            default=1.0,
+        here = [r for r in rows if r.shape == shape]  # one scale per shape: cold beside warm
+        top = _scale_top(
+            [r.gbps_logical for r in here],
+            [_gbps_span(r)[1] for r in here],
+            [roof.gbps_logical for roof in roofs.values() if roof is not None],
         )
         for j, mode in enumerate(modes):
             ax = axes[i][j]
@@ -217,7 +231,7 @@ def plot_backward(results: Results) -> Figure:
                 line = ax.axhline(roof.gbps_logical, color=ROOF, linestyle="--", linewidth=1.2)
                 line.set_gid(f"roof:{shape}:{mode}")
                 title += f"; roof {roof.gbps_logical:,.0f} GB/s"
-            _draw_backward_panel(ax, rows, shape, mode)
+            _draw_backward_panel(ax, rows, shape, mode, top)
             ax.set_ylim(0, top)
             ax.set_title(title, loc="left", fontsize=11)
             if j == 0:
@@ -231,13 +245,12 @@ def plot_backward(results: Results) -> Figure:
     handles.append(
         Line2D([], [], color=WHISKER, marker="_", markersize=10, label="fastest to slowest call")
     )
+    if _drew_off_scale(fig):
+        handles.append(_off_scale_handle("fastest call off the scale"))
     if any(r.variant == "roof" for r in results.rows):
         handles.append(Line2D([], [], color=ROOF, linestyle="--", label="roof: plain device copy"))
     fig.legend(handles=handles, loc="outside lower center", ncols=3, frameon=False)
-    fig.suptitle(
-        f"Softmax backward bandwidth: {_whose(results)} (higher is better)",
-        fontsize=13,
-    )
+    _suptitle(fig, f"Softmax backward bandwidth: {_whose(results)} (higher is better)")
     return fig
 
 
@@ -325,7 +338,7 @@ def _draw_warps_panel(
     by_key = {
         (r.variant, r.mode, r.num_warps): r for r in rows if (r.shape, r.layout) == (shape, layout)
     }
-    top = max((r.max_ms for r in by_key.values()), default=1.0)
+    top = _scale_top([r.median_ms for r in by_key.values()], [r.max_ms for r in by_key.values()])
     for g, (variant, mode) in enumerate(groups):
         for k, w in enumerate(warps):
             row = by_key.get((variant, mode, w))
@@ -341,19 +354,14 @@ def _draw_warps_panel(
                 yerr=err,
                 error_kw={"ecolor": WHISKER, "capsize": 3, "elinewidth": 1},
             )
-            bars.patches[0].set_gid(f"warps:{shape}:{layout}:{variant}:{mode}:{w}")
-            ax.annotate(
-                f"{row.median_ms:.3g}",
-                (x, row.max_ms),
-                xytext=(0, 2),
-                textcoords="offset points",
-                ha="center",
-                va="bottom",
-                fontsize=8,
-            )
+            gid = f"{shape}:{layout}:{variant}:{mode}:{w}"
+            bars.patches[0].set_gid(f"warps:{gid}")
+            _median_label(ax, x, row.median_ms, f"{row.median_ms:.3g}", f"median:{gid}")
+            if row.max_ms > top:
+                _mark_off_scale(ax, x, top, f"{row.max_ms:.3g}", f"off-scale:{gid}")
     ax.set_xticks(range(len(groups)), [f"{VARIANT_NAMES[v]}\n{m}" for v, m in groups])
     ax.set_xlim(-0.6, len(groups) - 0.4)
-    ax.set_ylim(0, top * 1.15)
+    ax.set_ylim(0, top)
     ax.grid(axis="y", alpha=0.3)
     ax.set_axisbelow(True)
     if not by_key:
@@ -474,8 +482,9 @@ def _gbps_span(row: Row) -> tuple[float, float]:
     )
 
 
-def _draw_backward_panel(ax: Axes, rows: list[Row], shape: str, mode: str) -> None:
-    """Bars grouped by layout, a gap between the groups, each group named under its ticks."""
+def _draw_backward_panel(ax: Axes, rows: list[Row], shape: str, mode: str, top: float) -> None:
+    """Bars grouped by layout, a gap between the groups, each group named under its ticks,
+    on an axis up to `top` (a fastest call past it is marked at the edge)."""
     ticks, labels, groups = [], [], {}
     x = 0.0
     for row in _backward_bars(rows, shape, mode):
@@ -492,18 +501,12 @@ def _draw_backward_panel(ax: Axes, rows: list[Row], shape: str, mode: str) -> No
             yerr=err,
             error_kw={"ecolor": WHISKER, "capsize": 3, "elinewidth": 1},
         )
-        bars.patches[0].set_gid(
-            f"backward:{shape}:{mode}:{row.layout}:{row.variant}:{row.num_warps}"
-        )
-        ax.annotate(
-            f"{row.gbps_logical:,.0f}\n{row.median_ms:.3g} ms",
-            (x, fastest),
-            xytext=(0, 2),
-            textcoords="offset points",
-            ha="center",
-            va="bottom",
-            fontsize=7.5,
-        )
+        gid = f"{shape}:{mode}:{row.layout}:{row.variant}:{row.num_warps}"
+        bars.patches[0].set_gid(f"backward:{gid}")
+        label = f"{row.gbps_logical:,.0f}\n{row.median_ms:.3g} ms"
+        _median_label(ax, x, row.gbps_logical, label, f"median:{gid}")
+        if fastest > top:
+            _mark_off_scale(ax, x, top, f"{fastest:,.0f}", f"off-scale:{gid}")
         ticks.append(x)
         warps = f"\n{row.num_warps} warps" if row.num_warps else ""
         labels.append(f"{VARIANT_NAMES.get(row.variant, row.variant)}{warps}")
@@ -521,6 +524,60 @@ def _draw_backward_panel(ax: Axes, rows: list[Row], shape: str, mode: str) -> No
         ax.text(0.5, 0.5, "not measured", transform=ax.transAxes, ha="center", color="#888888")
 
 
+def _scale_top(medians: list[float], ends: list[float], floors: Iterable[float] = ()) -> float:
+    """The top of a panel's axis, set by its medians: room above the highest for its label,
+    every whisker end within OFF_SCALE of it, and `floors` (a roof line) in view."""
+    highest = max(medians, default=1.0)
+    kept = [end for end in ends if end <= OFF_SCALE * highest]
+    return 1.1 * max([1.22 * highest, *kept, *floors])
+
+
+def _median_label(ax: Axes, x: float, median: float, text: str, gid: str) -> None:
+    """Write a bar's value just above its top, the median, on a white plate so that the
+    whisker through it does not cross the digits."""
+    ax.annotate(
+        text,
+        (x, median),
+        xytext=(0, 3),
+        textcoords="offset points",
+        ha="center",
+        va="bottom",
+        fontsize=7.5,
+        bbox={
+            "boxstyle": "round,pad=0.15",
+            "facecolor": "white",
+            "edgecolor": "none",
+            "alpha": 0.85,
+        },
+        gid=gid,
+    )
+
+
+def _mark_off_scale(ax: Axes, x: float, top: float, end: str, gid: str) -> None:
+    """Mark a whisker cut at the axis's edge: a triangle on the edge, its end beside it."""
+    ax.plot([x], [top], marker="^", color=WHISKER, markersize=5, clip_on=False, gid=gid)
+    ax.annotate(
+        end,
+        (x, top),
+        xytext=(4, -2),
+        textcoords="offset points",
+        ha="left",
+        va="top",
+        fontsize=7,
+        color=WHISKER,
+    )
+
+
+def _drew_off_scale(fig: Figure) -> bool:
+    """Whether any panel of `fig` has a whisker cut at its edge (`_mark_off_scale`)."""
+    return any(str(line.get_gid()).startswith("off-scale:") for ax in fig.axes for line in ax.lines)
+
+
+def _off_scale_handle(label: str) -> Line2D:
+    """The legend's entry for `_mark_off_scale`'s triangle."""
+    return Line2D([], [], color=WHISKER, marker="^", markersize=5, linestyle="none", label=label)
+
+
 def _label_bar(ax: Axes, x: float, height: float, label: str, top: float) -> None:
     """Write `label` inside the top of a tall bar (clear of the roof line), above a short one."""
     inside = height > 0.2 * top
@@ -535,6 +592,12 @@ def _label_bar(ax: Axes, x: float, height: float, label: str, top: float) -> Non
         color="white" if inside else "black",
         fontweight="bold" if inside else None,
     )
+
+
+def _suptitle(fig: Figure, text: str) -> None:
+    """The figure's title, wrapped to the figure's width (a narrow figure cuts a long line)."""
+    chars = max(40, int(fig.get_figwidth() * 9))  # 13-point characters an inch, about
+    fig.suptitle("\n".join(textwrap.wrap(text, chars)), fontsize=13)
 
 
 def _message_figure(results: Results, message: str) -> Figure:
