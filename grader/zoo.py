@@ -558,9 +558,62 @@ MULTI_ROW_BUGS = (
         _KERNEL_CELLS,
         base="multi_row",
     ),
+    Bug(
+        "multi-row-without-row-mask",
+        "row-mask",
+        "masks the tile by columns only, as a one-row kernel does: the last tile's rows past "
+        "M-1 load past the view and store past the output (the audit refuses the store; a "
+        "GPU's guard sees a store past the output, which it calls output-layout)",
+        (
+            Edit(
+                "softmax_kernel",
+                "    in_rows = rows[:, None] < M\n    mask = in_rows & (cols[None, :] < N)\n",
+                "    mask = cols[None, :] < N\n",
+            ),
+            Edit(
+                "softmax_kernel",
+                "    x = tl.where(in_rows, x, 0.0)  # tile rows past M: all -inf would make NaN "
+                "(inf - inf)\n",
+                "",
+            ),
+        ),
+        _KERNEL_CELLS,
+        base="multi_row",
+        audited=True,
+    ),
     *_wrapper_bugs("multi_row"),
 )
 """Bugs in the [BLOCK_M, BLOCK_N] tile: several rows per program."""
+
+_GUARDED_ROW = """    if row < M:
+        cols = tl.arange(0, BLOCK)
+        mask = cols < N
+        x = tl.load(X + row * SR + cols * SC, mask=mask, other=-float("inf")).to(tl.float32)
+        x = x - tl.max(x, axis=0)
+        numerator = tl.exp(x)
+        y = numerator / tl.sum(numerator, axis=0)
+        tl.store(Y + row * N + cols, y.to(Y.dtype.element_ty), mask=mask)
+"""
+GRID_3D_BUGS = (
+    Bug(
+        "grid-3d-without-row-guard",
+        "row-mask",
+        "drops the `if row < M` guard: the last slab's programs past row M-1 load past the "
+        "view and store a row past the output (the audit refuses the store; a GPU's guard "
+        "sees a store past the output, which it calls output-layout)",
+        (
+            Edit(
+                "softmax_kernel",
+                _GUARDED_ROW,
+                "".join(line.removeprefix("    ") + "\n" for line in _GUARDED_ROW.splitlines()[1:]),
+            ),
+        ),
+        _KERNEL_CELLS,
+        base="grid_3d",
+        audited=True,
+    ),
+)
+"""Bugs in the 3-D grid: programs past the last row must do nothing."""
 
 _TOTAL = "total = total * tl.exp(top - shift) + tl.sum(tl.exp(x - shift), axis=0)"
 COLUMN_TILED_BUGS = (
@@ -640,7 +693,7 @@ COLUMN_TILED_BUGS = (
 )
 """Bugs in the column-tiled online softmax: one row per program, several tiles per row."""
 
-SHAPE_BUGS: tuple[Bug, ...] = PERSISTENT_BUGS + MULTI_ROW_BUGS + COLUMN_TILED_BUGS
+SHAPE_BUGS: tuple[Bug, ...] = PERSISTENT_BUGS + MULTI_ROW_BUGS + GRID_3D_BUGS + COLUMN_TILED_BUGS
 """Bugs written in the shapes of `grader/shapes/` rather than in the reference."""
 
 _IN_PLACE_CELLS = frozenset({"test_inplace", "hidden_inplace"})

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import time
 
+import numpy as np
 import pytest
 import torch
 import triton
@@ -154,6 +155,7 @@ def tile_copy_kernel(
     AXIS: tl.constexpr,
     MASK_COLS: tl.constexpr,
     PERSISTENT: tl.constexpr,
+    MASK_ROWS: tl.constexpr = True,
 ):
     # BLOCK_M rows per program, rows counted on grid axis AXIS, optionally grid-strided.
     start = tl.program_id(AXIS)
@@ -162,12 +164,13 @@ def tile_copy_kernel(
     for block in tl.range(start, end, step):
         rows = block.to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)[:, None]
         cols = tl.arange(0, BLOCK_N)[None, :]
-        mask = (rows < M) & (cols < N) if MASK_COLS else rows < M
-        values = tl.load(X + rows * SR + cols * SC, mask=(rows < M) & (cols < N))
+        in_rows = rows < M if MASK_ROWS else rows >= 0
+        mask = in_rows & (cols < N) if MASK_COLS else in_rows
+        values = tl.load(X + rows * SR + cols * SC, mask=in_rows & (cols < N))
         tl.store(Y + rows * N + cols, values, mask=mask)
 
 
-def tile_copy(x, grid, block_m=2, axis=0, mask_cols=True, persistent=False):
+def tile_copy(x, grid, block_m=2, axis=0, mask_cols=True, persistent=False, mask_rows=True):
     """Launch tile_copy_kernel on any grid."""
     rows, cols = x.shape
     y = torch.empty((rows, cols), dtype=x.dtype)
@@ -185,6 +188,7 @@ def tile_copy(x, grid, block_m=2, axis=0, mask_cols=True, persistent=False):
         AXIS=axis,
         MASK_COLS=mask_cols,
         PERSISTENT=persistent,
+        MASK_ROWS=mask_rows,
     )
     return y
 
@@ -233,6 +237,45 @@ def test_a_tile_without_its_column_mask_is_an_overrun():
     [refused, *_] = trace.verify(x, torch.empty(4, 5))
     assert refused.kind == "overrun"
     assert refused.text.startswith("program 1 stored to column 5 of row 3, past the row's 5")
+
+
+@pytest.mark.parametrize("cols", [5, 1])
+def test_a_tile_without_its_row_mask_stores_rows_past_the_last(cols):
+    """A tile of two rows on five rows masked by columns only: its last program's second
+    row is row 5, past the output. Is that told from a row run on past its end, also
+    where one column makes both read alike (a line of one lane)?"""
+    _, x = view("contiguous", 5, cols)
+    with audit([x]) as trace, pytest.raises(InterpreterError):
+        tile_copy(x, (3,), block_m=2, mask_rows=False)
+    [refused, *_] = trace.verify(x, torch.empty(5, cols))
+    assert refused.kind == "row-overrun"
+    assert refused.text.startswith(
+        "program 2 stored to row 5, column 0, past the output's last row (row 4): element "
+        f"{5 * cols} of Y"
+    )
+    assert refused.count == cols
+
+
+def test_a_load_of_a_row_past_the_last_is_a_row_overrun():
+    """A refused load whose lanes outside every tensor are a whole row past the view's
+    last (offset + r*SR + c*SC, r >= M): reported as a row overrun, by the view's strides."""
+    from learning.workshops.checking.audit import Access, Trace
+
+    x = torch.zeros(5, 7)
+    trace = Trace([x])
+    trace.launches, trace.ranks = [[]], [1]
+    r, c = np.meshgrid(np.arange(4, 6), np.arange(8), indexing="ij")
+    lanes = np.flatnonzero(c < 7)
+    addresses = x.data_ptr() + 4 * (r * 7 + c).ravel()[lanes]
+    load = Access(0, (2, 0, 0), False, lanes, addresses.astype(np.int64), 4, (2, 8))
+    finding = trace._rows_past(load, x)
+    assert finding is not None and finding.kind == "row-overrun"
+    assert finding.text.startswith(
+        "program 2 loaded row 5, column 0, past the view's last row (row 4)"
+    )
+    assert finding.count == 7
+    across = Access(0, (2, 0, 0), False, lanes, addresses.astype(np.int64) + 4 * 3, 4, (2, 8))
+    assert trace._rows_past(across, x) is None  # row 4 run on past its end: not whole rows
 
 
 def test_load_outside_the_footprint_is_reported():

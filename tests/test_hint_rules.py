@@ -202,6 +202,14 @@ ROWS = (
         ([fail("contiguous", Failure.OWNERSHIP, "a store landed past the output")],),
     ),
     Row(
+        HintId.ROW_MASK,
+        ([fail("contiguous", Failure.ROW_MASK, "stored to row 5, column 0, past the output's")],),
+        (
+            [fail("contiguous", Failure.STORE_MASK, "lanes past the row's end")],
+            [fail("contiguous", Failure.OWNERSHIP, "a store landed past the output")],
+        ),
+    ),
+    Row(
         HintId.OVERLAP,
         ([fail("contiguous", Failure.OVERLAP, "written by programs 0 and 1 of one launch")],),
         ([fail("contiguous", Failure.OWNERSHIP, "written by programs 0 and 1 of one launch")],),

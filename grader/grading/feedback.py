@@ -196,6 +196,7 @@ FAILURE_WORDS = {
     "not-raised": "the bad input was accepted",
     "unclear-error": "the bad input was refused without naming the problem",
     "store-mask": "lanes past the row's end loaded or stored",
+    "row-mask": "lanes of rows past the last loaded or stored",
     "ownership": "an output element was written twice or not at all",
     "overlap": "two programs wrote the same output elements",
     "out-of-bounds": "a load left the view",

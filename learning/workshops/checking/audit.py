@@ -41,6 +41,7 @@ KINDS = {
     "stray-store": "a store outside every output tensor (refused)",
     "stray-load": "a load outside every tensor the kernel was given (refused)",
     "overrun": "lanes past a row's last column were active: a load or store without its mask",
+    "row-overrun": "lanes of a row past the last (row >= M) were active: no mask on the rows",
     "duplicate": "an output element written by two programs of one launch, or two lanes at once",
     "unwritten": "an output element no program wrote",
     "footprint": "a load from the input's storage outside the view's footprint",
@@ -226,6 +227,52 @@ def _past_row(a: Access, index: np.ndarray, columns: _Columns) -> tuple[np.ndarr
         past[hit] = True
         row[hit], column[hit] = run_row[run_past], run_column[run_past]
     return past, row, column
+
+
+def _lines(a: Access, index: np.ndarray, step: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """The block's lines along its column axis, as rows of active lane numbers (-1 where a
+    lane is off), and each active lane's place along its line; None for a block of more
+    than two axes. The column axis is the last one along which neighbouring active lanes
+    step by the column step (`step` elements), or, where no two lanes are neighbours on
+    it, the last axis (Triton's [BLOCK_M, BLOCK_N] tiles hold columns there)."""
+    shape = a.shape or (int(a.lanes.max(initial=0)) + 1,)
+    if len(shape) > 2 or not a.lanes.size:
+        return None
+    number = np.full(int(np.prod(shape)), -1, dtype=np.int64)
+    number[a.lanes] = np.arange(a.lanes.size)
+    number = number.reshape(-1, shape[-1])
+    values = np.zeros(number.shape, dtype=np.int64)
+    values[number >= 0] = index[number[number >= 0]]
+    chosen = None
+    for lines, on in ((number, values), (number.T, values.T)):
+        pairs = (lines[:, 1:] >= 0) & (lines[:, :-1] >= 0)
+        if not pairs.any() or (np.diff(on, axis=1)[pairs] == step).all():
+            chosen = lines
+            break
+        if len(shape) == 1:
+            break
+    if chosen is None:
+        return None
+    position = np.zeros(a.lanes.size, dtype=np.int64)
+    place = np.broadcast_to(np.arange(chosen.shape[1]), chosen.shape)
+    position[chosen[chosen >= 0]] = place[chosen >= 0]
+    return chosen, position
+
+
+def _row_past(index, position, length, shape, strides, offset) -> tuple[np.ndarray, ...]:
+    """Each lane's row r >= M and column c < N if its index is offset + r*SR + c*SC with c
+    its place along its line, or that place plus whole lines (a row walked in tiles); -1
+    for the others."""
+    (rows, cols), (row_stride, step) = shape, strides
+    row = np.full(index.shape, -1, dtype=np.int64)
+    column = np.full(index.shape, -1, dtype=np.int64)
+    for c0 in range(0, cols, max(length, 1)):
+        c = position + c0
+        rest = index - offset - c * step
+        r = rest // row_stride
+        hit = (row < 0) & (c < cols) & (rest % row_stride == 0) & (r >= rows)
+        row[hit], column[hit] = r[hit], c[hit]
+    return row, column
 
 
 def _runs(values: np.ndarray, on: np.ndarray, columns: _Columns):
@@ -449,9 +496,13 @@ class Trace:
         return stored, loaded
 
     def _refused_finding(self, view: torch.Tensor) -> Finding:
-        """The refusal, as an overrun when its stray lanes continue a row past its end."""
+        """The refusal, as a row overrun when its stray lanes are whole rows past the last
+        (`_rows_past`), or as an overrun when they continue a row past its end."""
         a, finding = self.refused, self.refusal
         cols = view.shape[1]
+        rows_past = self._rows_past(a, view)
+        if rows_past is not None:
+            return rows_past
         if finding.kind == "stray-store":
             home = self._home(a)
             if home is None:
@@ -485,6 +536,76 @@ class Trace:
             a.program,
             column=int(column[first]),
             address=finding.address,
+        )
+
+    def _rows_past(self, a: Access, view: torch.Tensor) -> Finding | None:
+        """The refused access as lanes of rows past the last, or None: along the block's
+        column axis (`_lines`), every line that holds a refused lane is one row r >= M,
+        columns below N, of the output's contiguous layout (a store at Y + r*N + c) or of
+        the view's (a load at offset + r*SR + c*SC). A line that also holds a lane of a
+        row below M is that row run on past its end, which `_past_row` reports. Decided
+        from the addresses only, so any decomposition: a tile of several rows, a grid
+        with programs past the last row, a loop that runs past M. A load must also hold
+        row M itself: loads of rows further on, with none between, are a row stride gone
+        wrong (X + r*SR*N reads view row r*N), which the values blame."""
+        rows, cols = view.shape
+        if not rows or not cols:
+            return None
+        if a.store:
+            below = [
+                r
+                for r in self._writable(a.launch)
+                if r.end - r.start == rows * cols * a.size and r.start <= int(a.addresses.min())
+            ]
+            if not below:
+                return None  # no (M, N) output below the lanes
+            out = max(below, key=lambda r: r.start)
+            start, step, row_stride, offset = out.start, 1, cols, 0
+            allowed, name = self._writable(a.launch), "the output"
+        else:
+            out = _storage_region("the input", view)
+            (row_stride, step), offset = view.stride(), view.storage_offset()
+            start, allowed, name = out.start, self.protected + self._arguments(a.launch), "the view"
+        index = (a.addresses - start) // a.size
+        inside = np.zeros(a.addresses.shape, dtype=bool)
+        for r in allowed:
+            inside |= r.holds(a.addresses, a.size)
+        if row_stride == 0 or inside.all():
+            return None
+        found = _lines(a, index, step)
+        if found is None:
+            return None
+        lines, position = found
+        row, column = _row_past(
+            index, position, lines.shape[1], (rows, cols), (row_stride, step), offset
+        )
+        stray, lowest = ~inside, None
+        for line in lines:
+            active = line[line >= 0]
+            r = row[active]
+            whole = r.size and (r >= rows).all() and (r == r[0]).all()
+            if whole:
+                lowest = int(r[0]) if lowest is None else min(lowest, int(r[0]))
+            elif stray[active].any():
+                return None  # a row below M runs on, or the lanes mix rows
+        if not a.store and lowest != rows:
+            return None  # loads of rows that do not go on from the last: a wrong row stride
+        first = int(np.flatnonzero(stray)[0])
+        r, c = int(row[first]), int(column[first])
+        count = int(stray.sum())
+        where = self._locate(int(a.addresses[first]), a)[0]
+        verb = "stored to" if a.store else "loaded"
+        return Finding(
+            "row-overrun",
+            f"{self.who(a)} {verb} row {r}, column {c}, past {name}'s last row (row "
+            f"{rows - 1}): {where}; refused"
+            + (", nothing written" if a.store else "")
+            + _more(count),
+            count,
+            a.program,
+            r,
+            c,
+            int(a.addresses[first]) - start,
         )
 
     def _home(self, a: Access) -> Region | None:

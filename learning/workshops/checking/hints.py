@@ -41,6 +41,7 @@ class HintId(enum.StrEnum):
     VALIDATION = "validation"
     DTYPE = Failure.DTYPE.value
     STORE_MASK = Failure.STORE_MASK.value
+    ROW_MASK = Failure.ROW_MASK.value
     OVERLAP = Failure.OVERLAP.value
     RUNNING_MAX = "running-max"
     BLOCK_SIZE = "block-size"
@@ -122,6 +123,14 @@ MESSAGES = {
         "A store (or load) runs past the end of its row: lanes at columns N and beyond are "
         "active, so they write the next row's first elements or past the output. Pass "
         "mask=cols < N to tl.store as well as to tl.load."
+    ),
+    HintId.ROW_MASK: (
+        "Lanes of rows past the last one (row >= M) are active: the mask guards the columns "
+        "(cols < N) but not the rows, so a tile or program past row M-1 reads past the view "
+        "and writes past the output. In a tile of several rows mask both, "
+        "mask=(rows < M)[:, None] & (cols < N)[None, :], and keep the rows past M finite "
+        "before the row max (tl.where(rows[:, None] < M, x, 0.0)); where the grid has more "
+        "programs than rows, or a loop runs past M, skip the row: if row < M."
     ),
     HintId.OVERLAP: (
         "Every value is right, but two programs wrote the same elements (the evidence names "
@@ -470,6 +479,7 @@ RULES: tuple[tuple[HintId, Rule], ...] = (
     (HintId.VALIDATION, _failures(Failure.NOT_RAISED, Failure.UNCLEAR_ERROR)),
     (HintId.DTYPE, _failures(Failure.DTYPE)),
     (HintId.STORE_MASK, _failures(Failure.STORE_MASK)),
+    (HintId.ROW_MASK, _failures(Failure.ROW_MASK)),
     (HintId.OVERLAP, _failures(Failure.OVERLAP)),
     (HintId.RUNNING_MAX, _running_max),
     (HintId.BLOCK_SIZE, _block_size),

@@ -48,6 +48,7 @@ class Failure(enum.StrEnum):
     NOT_RAISED = "not-raised"  # bad input accepted
     UNCLEAR_ERROR = "unclear-error"  # bad input rejected with an error that does not name it
     STORE_MASK = "store-mask"  # lanes past a row's end loaded or stored: audit, or a guard
+    ROW_MASK = "row-mask"  # audit: lanes of rows past the last (row >= M) loaded or stored
     OWNERSHIP = "ownership"  # audit: an output element written by two programs, or by none
     OVERLAP = "overlap"  # audit: every value right, but some written by two programs of a launch
     OUT_OF_BOUNDS = "out-of-bounds"  # audit: a load outside the view's footprint or any tensor
@@ -64,6 +65,7 @@ class Failure(enum.StrEnum):
 AUDIT_FAILURES = {  # the ownership audit's finding kinds, and the allocation guard's, as failures
     "input-store": Failure.INPUT_WRITTEN,
     "overrun": Failure.STORE_MASK,
+    "row-overrun": Failure.ROW_MASK,
     "stray-store": Failure.OWNERSHIP,
     "duplicate": Failure.OWNERSHIP,
     "unwritten": Failure.OWNERSHIP,
