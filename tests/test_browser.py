@@ -81,11 +81,13 @@ def copy_for_lab(notebook: nbformat.NotebookNode, path) -> nbformat.NotebookNode
 
 @pytest.fixture(scope="module")
 def lab_root(tmp_path_factory):
-    """The lab's folder: the finished and the untouched assignment, the two ungraded
+    """The lab's folder: the finished assignment (the reference's kernel and a persistent
+    one's) and the untouched one, the two ungraded
     notebooks, and the probe notebook; each notebook's JSON by its path."""
     root = tmp_path_factory.mktemp("lab")
     notebooks = {
         "finished/strided_softmax.ipynb": course.solved_notebook(course.REPO),
+        "persistent/strided_softmax.ipynb": course.shape_notebook(course.REPO, "persistent"),
         "release/strided_softmax.ipynb": nbformat.read(RELEASE, as_version=4),
         "notebooks/setup_check.ipynb": nbformat.read(NOTEBOOKS / "setup_check.ipynb", 4),
         "notebooks/address_explorer.ipynb": nbformat.read(NOTEBOOKS / "address_explorer.ipynb", 4),
@@ -178,6 +180,15 @@ def test_finished_assignment_runs_clean_and_shows_its_figures(run):
     assert errors(cells) == {}
     assert not_run(cells) == []
     assert drawing_cells(notebook), "the assignment draws views and the benchmark's plots"
+    assert without_pictures(cells, notebook) == []
+
+
+def test_a_persistent_kernel_runs_all_in_the_browser(run):
+    """Does the assignment solved with a persistent grid-stride kernel (its own signature)
+    run every cell under Run All with no error, its PTX cell and figures included?"""
+    cells, notebook = run("persistent/strided_softmax.ipynb", "assignment-persistent")
+    assert errors(cells) == {}
+    assert not_run(cells) == []
     assert without_pictures(cells, notebook) == []
 
 

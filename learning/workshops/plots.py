@@ -542,7 +542,7 @@ def _median_label(ax: Axes, x: float, median: float, text: str, gid: str) -> Non
         textcoords="offset points",
         ha="center",
         va="bottom",
-        fontsize=7.5,
+        fontsize=8,
         bbox={
             "boxstyle": "round,pad=0.15",
             "facecolor": "white",
@@ -563,7 +563,7 @@ def _mark_off_scale(ax: Axes, x: float, top: float, end: str, gid: str) -> None:
         textcoords="offset points",
         ha="left",
         va="top",
-        fontsize=7,
+        fontsize=7.5,
         color=WHISKER,
     )
 
