@@ -49,6 +49,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from grader.course_folder import add_course_option
 from grader.gradebook import GradebookError, gradebook_url, open_gradebook
 from grader.terminal import visible
 
@@ -404,7 +405,7 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m grader.collect", description=__doc__.splitlines()[0]
     )
     parser.add_argument("assignment", help="the assignment, e.g. i1_strided_softmax")
-    parser.add_argument("--course", default=".", help="course folder (default: here)")
+    add_course_option(parser)
     parser.add_argument(
         "--times",
         action="append",

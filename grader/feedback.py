@@ -30,6 +30,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from grader.course_folder import add_course_option, not_a_course
 from grader.gradebook import GradebookError, gradebook_url, open_gradebook
 from grader.terminal import visible
 
@@ -152,9 +153,14 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m grader.feedback", description=__doc__.splitlines()[0]
     )
     parser.add_argument("assignment", help="the assignment, e.g. i1_strided_softmax")
-    parser.add_argument("--course", default=".", help="course folder (default: here)")
+    add_course_option(parser)
     args = parser.parse_args(argv)
     from grader.course import CourseError
+
+    problem = not_a_course(Path(args.course))
+    if problem:
+        print(f"feedback: {problem}", file=sys.stderr)
+        return 2
 
     try:
         run = write_feedback(Path(args.course), args.assignment)

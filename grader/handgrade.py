@@ -25,6 +25,7 @@ from pathlib import Path
 
 import nbformat
 
+from grader.course_folder import add_course_option, not_a_course
 from grader.gradebook import GradebookError, gradebook_url, open_gradebook
 from grader.terminal import visible
 
@@ -125,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m grader.handgrade", description=__doc__.splitlines()[0]
     )
     parser.add_argument("assignment", help="the assignment, e.g. i1_strided_softmax")
-    parser.add_argument("--course", default=".", help="course folder (default: here)")
+    add_course_option(parser)
     parser.add_argument("--list", action="store_true", help="list the answers still to grade")
     parser.add_argument("--student", help="the student whose answer is graded")
     parser.add_argument("--cell", default="prediction", help="the cell (default: prediction)")
@@ -133,6 +134,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--comment", help="a comment the student reads in their feedback")
     args = parser.parse_args(argv)
     root = Path(args.course).resolve()
+    problem = not_a_course(root)
+    if problem:
+        print(f"handgrade: {problem}", file=sys.stderr)
+        return 2
     from nbgrader.api import MissingEntry
 
     try:

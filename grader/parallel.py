@@ -87,6 +87,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grader.course import CourseError
+from grader.course_folder import add_course_option
 from grader.gpu_lock import GPU_LOCK_ENV
 from grader.gradebook import (
     GRADEBOOK_URL_ENV,
@@ -104,7 +105,6 @@ from grader.isolation.sandbox import SandboxUnavailable
 from grader.terminal import visible
 from learning.workshops.checking.child import child_env
 
-REPO = Path(__file__).resolve().parents[1]
 BUSY_TIMEOUT_S = 60.0
 """How long a worker waits for SQLite's write lock before it gives up (default: 5 s)."""
 RETRIES = 2
@@ -493,7 +493,7 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m grader.parallel", description=__doc__.splitlines()[0]
     )
     parser.add_argument("assignment", help="the assignment to autograde, e.g. i1_strided_softmax")
-    parser.add_argument("--course", default=str(REPO), help="course folder (default: this repo)")
+    add_course_option(parser)
     parser.add_argument(
         "--workers",
         type=int,

@@ -32,6 +32,7 @@ from pathlib import Path
 import nbformat
 
 from grader import course
+from grader.course_folder import add_course_option
 from grader.gradebook import GradebookError, add_gradebook_option, gradebook_url, sqlite_file
 from grader.grading.extra_credit import configured_points
 from grader.grading.grading_log import read_record
@@ -207,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m grader.recheck", description=__doc__.splitlines()[0]
     )
     parser.add_argument("assignment", help="the assignment to recheck")
-    parser.add_argument("--course", default=str(course.REPO), help="the nbgrader course folder")
+    add_course_option(parser)
     parser.add_argument("--json", action="store_true", help="print the disagreements as JSON")
     parser.add_argument(
         "--student", action="append", default=[], help="recheck only this student (repeatable)"

@@ -31,6 +31,7 @@ from pathlib import Path
 
 import nbformat
 
+from grader.course_folder import add_course_option, not_a_course
 from grader.gradebook import GradebookError, gradebook_url, open_gradebook
 from grader.grading.decisions import (
     ACCEPT,
@@ -297,7 +298,7 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m grader.review", description=__doc__.splitlines()[0]
     )
     parser.add_argument("assignment", help="the assignment, e.g. i1_strided_softmax")
-    parser.add_argument("--course", default=".", help="course folder (default: here)")
+    add_course_option(parser)
     parser.add_argument("--student", help="show, or decide, this student's grade")
     verdicts = parser.add_mutually_exclusive_group()
     verdicts.add_argument("--accept", action="store_true", help="release the computed grade")
@@ -308,6 +309,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reason", default="", help="why, in words the student reads")
     args = parser.parse_args(argv)
     root = Path(args.course).resolve()
+    problem = not_a_course(root)
+    if problem:
+        print(f"review: {problem}", file=sys.stderr)
+        return 2
     verdict = ACCEPT if args.accept else PENALTY if args.penalty is not None else None
     verdict = AWARD if args.award is not None else verdict
     if verdict and not args.student:

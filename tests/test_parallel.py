@@ -236,7 +236,7 @@ with gpu_lock(shared=True):
 
 def run_holders(lock: Path, *scripts: list[str]) -> list[str]:
     """Processes that each run a script holding I1_GPU_LOCK at `lock`: their outputs."""
-    env = dict(os.environ, PYTHONPATH=str(parallel.REPO), **{GPU_LOCK_ENV: str(lock)})
+    env = dict(os.environ, PYTHONPATH=str(course.REPO), **{GPU_LOCK_ENV: str(lock)})
     holders = [
         subprocess.Popen(
             [sys.executable, "-c", *script], env=env, stdout=subprocess.PIPE, text=True

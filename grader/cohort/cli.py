@@ -16,13 +16,11 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 from grader.cohort.records import CohortError
 from grader.cohort.report import DEFAULT_BENCHMARK, write_report
+from grader.course_folder import add_course_option
 from grader.terminal import visible
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -49,9 +47,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="python -m grader.cohort", description=__doc__.splitlines()[0]
     )
     parser.add_argument("assignment", help="the nbgrader assignment, e.g. i1_strided_softmax")
-    parser.add_argument(
-        "--course", default=str(REPO), help="the nbgrader course folder (default: this repository)"
-    )
+    add_course_option(parser)
     parser.add_argument(
         "--out",
         default="reports/cohort",
