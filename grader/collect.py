@@ -49,7 +49,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from grader.course_folder import add_course_option
+from grader.course_folder import add_course_option, not_a_course
 from grader.gradebook import GradebookError, gradebook_url, open_gradebook
 from grader.terminal import visible
 
@@ -152,8 +152,9 @@ def course_config(root: Path):
     """The course's nbgrader configuration (its nbgrader_config.py)."""
     from traitlets.config.loader import PyFileConfigLoader
 
-    if not (root / "nbgrader_config.py").is_file():
-        raise CollectError(f"{root} is not a course: it has no nbgrader_config.py")
+    problem = not_a_course(root)
+    if problem:
+        raise CollectError(problem)
     return PyFileConfigLoader("nbgrader_config.py", path=str(root)).load_config()
 
 

@@ -26,10 +26,10 @@ def add_course_option(parser: argparse.ArgumentParser) -> None:
 
 def not_a_course(root: Path) -> str | None:
     """Why `root` is no course folder (it has no nbgrader_config.py), in one line with what to
-    pass; None when it is one."""
-    if (root / "nbgrader_config.py").is_file():
+    pass; None when it is one. Every command that needs a course says it in these words."""
+    if (Path(root) / "nbgrader_config.py").is_file():
         return None
     return (
-        f"{root.absolute()} is not a course folder: it has no nbgrader_config.py; run this from "
+        f"{Path(root).absolute()} is not a course: it has no nbgrader_config.py; run this from "
         f"your course folder, or pass --course PATH (or set {COURSE_VARIABLE}=PATH)"
     )

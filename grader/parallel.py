@@ -87,7 +87,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grader.course import CourseError
-from grader.course_folder import add_course_option
+from grader.course_folder import add_course_option, not_a_course
 from grader.gpu_lock import GPU_LOCK_ENV
 from grader.gradebook import (
     GRADEBOOK_URL_ENV,
@@ -210,8 +210,9 @@ def select_students(
     ParallelError when the course or a named student's submission is missing.
     """
     root = Path(root).resolve()
-    if not (root / "nbgrader_config.py").is_file():
-        raise ParallelError(f"{root} is not a course: it has no nbgrader_config.py")
+    problem = not_a_course(root)
+    if problem:
+        raise ParallelError(problem)
     available = submitted_students(root, assignment)
     chosen = available if students is None else list(dict.fromkeys(students))
     missing = sorted(set(chosen) - set(available))

@@ -11,6 +11,7 @@ import os
 import sys
 from pathlib import Path
 
+from grader.course_folder import not_a_course
 from grader.isolation.sandbox import (
     UNSAFE_ENV,
     UNSAFE_FLAG,
@@ -77,8 +78,9 @@ def require_course_config(root: Path) -> None:
     from grader.grading.execute import SandboxedExecute
 
     path = Path(root) / "nbgrader_config.py"
-    if not path.is_file():
-        raise SandboxUnavailable(f"{root} is not a course: it has no nbgrader_config.py")
+    problem = not_a_course(Path(root))
+    if problem:
+        raise SandboxUnavailable(problem)
     try:
         config = PyFileConfigLoader(path.name, path=str(path.parent)).load_config()
     except SyntaxError as exc:

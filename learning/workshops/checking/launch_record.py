@@ -22,7 +22,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import numbers
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 import torch
@@ -200,22 +200,35 @@ def record_launches(inputs: Iterable[torch.Tensor] = ()) -> Iterator[Recording]:
     """Record every launch made while the block runs; `inputs`' buffers are the call's own
     inputs, which the trusted side fills itself."""
     recording = Recording(known=frozenset(t.untyped_storage().data_ptr() for t in inputs))
+
+    def launched(kernel, args, kwargs, grid, warmup: bool) -> None:
+        if not warmup:
+            fn = kernel.fn
+            where = f"{fn.__module__}.{fn.__qualname__}"
+            recording.add(fn.__name__, where, _params(kernel), args, kwargs, grid)
+
+    with kernel_runs(launched), _compiled_handles(recording):
+        yield recording
+
+
+@contextlib.contextmanager
+def kernel_runs(seen: Callable[[object, tuple, dict, object, bool], None]) -> Iterator[None]:
+    """Call `seen(kernel, args, kwargs, grid, warmup)` before each run of a Triton kernel in
+    the block, where every launch style ends up (`InterpretedFunction.run` under the
+    interpreter, `JITFunction.run` on a GPU): JIT calls, autotune and heuristics wrappers,
+    and `warmup` (with warmup True)."""
     interpreted, jitted = InterpretedFunction.run, JITFunction.run
 
-    def run(real):
-        def launch(kernel, *args, grid, warmup, **kwargs):
-            if not warmup:
-                fn = kernel.fn
-                where = f"{fn.__module__}.{fn.__qualname__}"
-                recording.add(fn.__name__, where, _params(kernel), args, kwargs, grid)
+    def hooked(real):
+        def run(kernel, *args, grid, warmup, **kwargs):
+            seen(kernel, args, kwargs, grid, warmup)
             return real(kernel, *args, grid=grid, warmup=warmup, **kwargs)
 
-        return launch
+        return run
 
-    InterpretedFunction.run, JITFunction.run = run(interpreted), run(jitted)
+    InterpretedFunction.run, JITFunction.run = hooked(interpreted), hooked(jitted)
     try:
-        with _compiled_handles(recording):
-            yield recording
+        yield
     finally:
         InterpretedFunction.run, JITFunction.run = interpreted, jitted
 

@@ -21,9 +21,8 @@ from dataclasses import dataclass, field
 
 import torch
 import triton.language as tl
-from triton.runtime.interpreter import InterpretedFunction
-from triton.runtime.jit import JITFunction
 
+from learning.workshops.checking.launch_record import kernel_runs
 from learning.workshops.notebook.evidence import (
     MEANING,
     NOT_WRITTEN,
@@ -68,32 +67,24 @@ class Launched:
 
 @contextlib.contextmanager
 def recorded_launches() -> Iterator[list[Launched]]:
-    """Every Triton launch made in the block, in order: JIT calls, autotune and heuristics
-    wrappers (under the interpreter and on a GPU), and `warmup`, which a compiled handle's
-    launch follows with the same arguments."""
+    """Every Triton launch made in the block, in order (`launch_record.kernel_runs`): JIT
+    calls, autotune and heuristics wrappers, and `warmup`, which a compiled handle's launch
+    follows with the same arguments."""
     launches: list[Launched] = []
-    interpreted, jitted = InterpretedFunction.run, JITFunction.run
 
-    def hooked(real):
-        def run(kernel, *args, grid, warmup, **kwargs):
-            signature = inspect.signature(kernel.fn)
-            named = {k: v for k, v in kwargs.items() if k in signature.parameters}
-            try:
-                values = signature.bind_partial(*args, **named)
-                values.apply_defaults()
-                options = {k: v for k, v in kwargs.items() if k in OPTIONS and v is not None}
-                launches.append(Launched(kernel.fn, dict(values.arguments), options))
-            except TypeError:  # the launch itself raises the same, in the student's words
-                pass
-            return real(kernel, *args, grid=grid, warmup=warmup, **kwargs)
+    def seen(kernel, args, kwargs, grid, warmup) -> None:
+        signature = inspect.signature(kernel.fn)
+        named = {k: v for k, v in kwargs.items() if k in signature.parameters}
+        try:
+            values = signature.bind_partial(*args, **named)
+        except TypeError:  # the launch itself raises the same, in the student's words
+            return
+        values.apply_defaults()
+        options = {k: v for k, v in kwargs.items() if k in OPTIONS and v is not None}
+        launches.append(Launched(kernel.fn, dict(values.arguments), options))
 
-        return run
-
-    InterpretedFunction.run, JITFunction.run = hooked(interpreted), hooked(jitted)
-    try:
+    with kernel_runs(seen):
         yield launches
-    finally:
-        InterpretedFunction.run, JITFunction.run = interpreted, jitted
 
 
 def launch_job(launched: Launched) -> dict:
