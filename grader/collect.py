@@ -2,6 +2,7 @@
 each submission's time taken from the LMS's own record of it.
 
     python -m grader.collect i1_strided_softmax [--course PATH] [--times FILE ...] [--no-times]
+    python -m grader.collect i1_strided_softmax --take STUDENT FILE [--times FILE ...]
 
 Why not `nbgrader zip_collect`: it stops on a second download ("Directory not empty"; with
 `--force`, "Duplicate submission file. No timestamps for comparison") until the first is moved
@@ -16,6 +17,16 @@ without a word. Here:
 - File names are matched with the course's `FileNameCollectorPlugin.named_regexp` (Canvas's
   pattern in nbgrader_config.py: `student_id`, `file_id`, and `late`, Canvas's `late_`
   marker, kept as evidence).
+- Every other file is accounted for (`grader.uploads`): one whose Canvas name gives its
+  student (a `.py`, a renamed `strided_softmax (1).ipynb`, a `notes.txt`) is reported with
+  the fix and kept in `downloaded/<assignment>/i1_uploads.json`, where the export and the
+  cohort report read it for students with no submission; one without is reported as such.
+  An upload older than the student's collected notebook is superseded and not reported.
+- `--take STUDENT FILE` takes one such file (its name in a download) in as the student's
+  submission: a notebook under another name is written as the release notebook, as is, with
+  its LMS time and evidence, as collect writes any submission, and later runs keep it until a
+  newer download brings a notebook; a file that is no notebook (a `.py`) is refused, since
+  the autograder runs the notebook's cells: ask the student for the notebook.
 - Submission times come from the LMS's submissions export (`load_times`): every `.csv` and
   `.json` in `downloaded/<assignment>/times/`, and each `--times FILE`. A CSV has a header
   with `user_id` (or `student_id`, `id`) and `submitted_at` (or `timestamp`), and optionally
@@ -45,13 +56,15 @@ import json
 import re
 import sys
 import zipfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from grader import uploads
 from grader.course_folder import add_course_option, not_a_course
 from grader.gradebook import GradebookError, gradebook_url, open_gradebook
 from grader.terminal import visible
+from grader.uploads import Upload
 
 EVIDENCE = "i1_collected.json"
 """What collect writes beside each submission it takes (ignored by nbgrader's copies)."""
@@ -173,18 +186,31 @@ def _members(path: Path) -> list[tuple[str, zipfile.ZipInfo | None]]:
     return [(path.name, None)]
 
 
-def find_notebooks(download: Path, pattern: str, notebooks: set[str], say) -> list[Found]:
-    """The release notebooks in one download, by student; others are skipped with a line."""
+@dataclass(frozen=True)
+class Stray:
+    """A file in a download whose name gives its student but is not a release notebook's."""
+
+    student: str
+    download: str
+    member: str
+
+
+def find_notebooks(
+    download: Path, pattern: str, notebooks: set[str], say, stray=lambda _: None
+) -> list[Found]:
+    """The release notebooks in one download, by student; each other file whose name gives
+    its student goes to `stray`, and the rest are skipped with a line to `say`."""
     found = []
     for member, info in _members(download):
         match = re.match(pattern, f"{download.name}/{member}")
-        if not match or "student_id" not in match.groupdict():
-            if member.endswith(".ipynb"):
-                say(f"skipped {download.name}: {member}: not named as the LMS names submissions")
-            continue
-        notebook = Path(match["file_id"]).stem + ".ipynb"
+        named = match is not None and "student_id" in match.groupdict()
+        notebook = Path(match["file_id"]).stem + ".ipynb" if named else ""
         if notebook not in notebooks:
-            say(f"skipped {download.name}: {member}: not a notebook of the assignment")
+            owner = uploads.owner(member)
+            if owner is None:
+                say(f"skipped {download.name}: {member}: not named as the LMS names submissions")
+            else:
+                stray(Stray(owner[0], download.name, member))
             continue
         size = info.file_size if info else download.stat().st_size
         if size > MAX_NOTEBOOK_BYTES:
@@ -226,6 +252,7 @@ class Collected:
     unchanged: list[str]
     untimed: list[str]  # written without a submission time (--no-times)
     lines: list[str]
+    uploads: list[Upload] = field(default_factory=list)  # files named for a student, not taken
 
     @property
     def changed(self) -> list[str]:
@@ -266,15 +293,39 @@ class _Take:
     files: list[Found]
     when: LmsTime | None
     target: Path
+    taken: str = ""  # why `--take` was needed; "" for a file collect matched
 
     @property
     def stamp(self) -> str:
         return shown(self.when.submitted_at) if self.when else ""
 
 
-def _found(root: Path, assignment: str, say) -> dict[tuple[str, str], Found]:
-    """Each (student, notebook)'s latest file over every download of `assignment`; each
-    file skipped is told to `say`."""
+@dataclass(frozen=True)
+class _Seen:
+    """Every download of an assignment: the release notebooks, the downloads oldest first,
+    each (student, notebook)'s latest file, and the files named for a student but no
+    notebook."""
+
+    root: Path
+    assignment: str
+    notebooks: set[str]
+    order: list[str]
+    chosen: dict[tuple[str, str], Found]
+    strays: list[Stray]
+
+    def rank(self, download: str | None) -> int:
+        """A download's place, oldest first; -1 for one no longer in the archive."""
+        return self.order.index(download) if download in self.order else -1
+
+    def folder(self, student: str) -> Path:
+        return self.root / "submitted" / student / self.assignment
+
+    def archive(self) -> Path:
+        return self.root / "downloaded" / self.assignment / "archive"
+
+
+def _read_downloads(root: Path, assignment: str, say) -> _Seen:
+    """What every download of `assignment` holds; each file skipped is told to `say`."""
     pattern = course_config(root).FileNameCollectorPlugin.get("named_regexp")
     if not pattern:
         raise CollectError(
@@ -291,19 +342,66 @@ def _found(root: Path, assignment: str, say) -> dict[tuple[str, str], Found]:
     files = downloads(archive)
     if not files:
         raise CollectError(f"no downloads in {archive}: save the LMS's zip there")
-    found = [f for d in files for f in find_notebooks(d, pattern, notebooks, say)]
-    return latest(found, [d.name for d in files])
+    strays: list[Stray] = []
+    found = [f for d in files for f in find_notebooks(d, pattern, notebooks, say, strays.append)]
+    order = [d.name for d in files]
+    return _Seen(root, assignment, notebooks, order, latest(found, order), strays)
 
 
-def _plan(root: Path, assignment: str, chosen, lms: dict[str, LmsTime]) -> dict[str, _Take]:
-    """The students whose submission differs from what `submitted/` holds, and what to write."""
+def _taken(seen: _Seen, student: str) -> tuple[int, str]:
+    """(the rank of the download `--take` took the student's submission from, the file's
+    name), or (-1, "") when no `--take` made it."""
+    evidence = read_evidence(seen.folder(student)) or {}
+    files = evidence.get("files") or [{}]
+    if not evidence.get("taken") or not isinstance(files[0], dict):
+        return -1, ""
+    return seen.rank(files[0].get("download")), str(files[0].get("file"))
+
+
+def _plan(seen: _Seen, lms: dict[str, LmsTime]) -> dict[str, _Take]:
+    """The students whose submission differs from what `submitted/` holds, and what to write;
+    a submission `--take` took from a download no older than the files found is kept."""
     plan = {}
-    for student in sorted({s for s, _ in chosen}):
-        mine = [f for (s, _), f in chosen.items() if s == student]
-        take = _Take(mine, lms.get(student), root / "submitted" / student / assignment)
+    for student in sorted({s for s, _ in seen.chosen}):
+        mine = [f for (s, _), f in seen.chosen.items() if s == student]
+        take = _Take(mine, lms.get(student), seen.folder(student))
+        if _taken(seen, student)[0] >= max(seen.rank(f.download) for f in mine):
+            continue
         if not _state(take.target, {f.notebook: f.data for f in mine}, take.stamp):
             plan[student] = take
     return plan
+
+
+def _uploads(seen: _Seen) -> list[Upload]:
+    """The files named for a student that no submission supersedes: none older than the
+    student's collected or taken notebook, nor the one taken; each file once, its latest."""
+    since: dict[str, int] = {}
+    for (student, _), found in seen.chosen.items():
+        since[student] = max(since.get(student, -1), seen.rank(found.download))
+    kept: dict[str, Stray] = {}
+    for stray in seen.strays:
+        rank, taken = _taken(seen, stray.student)
+        if seen.rank(stray.download) >= max(since.get(stray.student, -1), rank):
+            if stray.member != taken:
+                kept[stray.member] = stray
+    return [_upload(seen, stray) for stray in kept.values()]
+
+
+def _upload(seen: _Seen, stray: Stray) -> Upload:
+    uploaded = uploads.owner(stray.member)[1]
+    why, takes_as = uploads.classify(uploaded, seen.notebooks)
+    fix = uploads.fix(seen.assignment, stray.student, stray.member, takes_as, seen.notebooks)
+    return Upload(stray.student, stray.download, stray.member, why, fix, takes_as)
+
+
+def _upload_line(seen: _Seen, upload: Upload) -> str:
+    """What collect says of an upload it did not take, by whether the student has a
+    submission."""
+    where = f"{upload.name} in {upload.download} ({upload.why})"
+    if not seen.folder(upload.student).is_dir():
+        return f"NOT GRADABLE AS IS: {upload.student}: {where}: {upload.fix}"
+    also = f"NOTE: {upload.student} also uploaded {where}; their collected notebook stands"
+    return also + (f"; if this file is their submission, {upload.fix}" if upload.takes_as else "")
 
 
 def _refuse_untimed(untimed: list[str], plan: dict[str, _Take], due, times: Path) -> None:
@@ -336,8 +434,24 @@ def _take(student: str, take: _Take) -> None:
         "submitted_at": take.stamp or None,
         "time_from": take.when.source if take.when else None,
         "collected": shown(datetime.now(UTC).replace(tzinfo=None)),
+        "taken": take.taken or None,
     }
     _write(take.target / EVIDENCE, (json.dumps(evidence, indent=2) + "\n").encode())
+
+
+def _lms_times(root: Path, assignment: str, times) -> tuple[dict[str, LmsTime], Path]:
+    """Each student's LMS time, from the times folder's exports and `times`; the folder."""
+    folder = root / "downloaded" / assignment / "times"
+    exports = sorted(p for p in folder.glob("*") if p.suffix.lower() in (".csv", ".json"))
+    return load_times([*exports, *map(Path, times)]), folder
+
+
+def _late_rule(root: Path, assignment: str) -> tuple[datetime | None, bool]:
+    """The due date, and whether late work loses points under the course's policy."""
+    from grader.grading.late import course_late_plugin, policy_applies
+
+    due = _due_date(root, assignment)
+    return due, due is not None and policy_applies(course_late_plugin(root))
 
 
 def collect(
@@ -345,27 +459,105 @@ def collect(
 ) -> Collected:
     """Collect every download of `assignment` in the course at `root` (see the module's
     docstring); CollectError, with nothing written, when it cannot."""
-    from grader.grading.late import course_late_plugin, policy_applies
-
     root = Path(root).resolve()
     skipped: list[str] = []
-    chosen = _found(root, assignment, skipped.append)
-    folder = root / "downloaded" / assignment / "times"
-    exports = sorted(p for p in folder.glob("*") if p.suffix.lower() in (".csv", ".json"))
-    lms = load_times([*exports, *map(Path, times)])
-    due = _due_date(root, assignment)
-    applies = due is not None and policy_applies(course_late_plugin(root))
-    plan = _plan(root, assignment, chosen, lms)
+    seen = _read_downloads(root, assignment, skipped.append)
+    lms, folder = _lms_times(root, assignment, times)
+    due, applies = _late_rule(root, assignment)
+    plan = _plan(seen, lms)
     untimed = [s for s, take in plan.items() if take.when is None]
     if untimed and applies and not no_times:
         _refuse_untimed(untimed, plan, due, folder)
-    unchanged = sorted({s for s, _ in chosen} - set(plan))
+    unchanged = sorted({s for s, _ in seen.chosen} - set(plan))
     report = Collected([], [], unchanged, untimed, skipped)
     for student, take in plan.items():
         (report.resubmitted if take.target.is_dir() else report.new).append(student)
         _take(student, take)
         report.lines += _notes(student, take.files, take.when, due, applies)
+    report.uploads = _uploads(seen)
+    uploads.write(root, assignment, report.uploads)
+    report.lines += [_upload_line(seen, upload) for upload in report.uploads]
     return report
+
+
+def take(
+    root: Path,
+    assignment: str,
+    student: str,
+    file: str,
+    times: list[Path] = (),
+    no_times: bool = False,
+) -> Collected:
+    """Take `file` (its name in a download) in as the student's submission, with its LMS
+    time (see the module's docstring); CollectError, with nothing written, when it cannot."""
+    root = Path(root).resolve()
+    seen = _read_downloads(root, assignment, lambda _: None)
+    download, member = _named(seen, file)
+    owner = uploads.owner(member)
+    if owner is not None and owner[0] != student:
+        raise CollectError(
+            f"{member} is student {owner[0]}'s upload (its name says so), not {student}'s: "
+            "check the student id. Nothing was taken."
+        )
+    name = owner[1] if owner else Path(member).name
+    why, takes_as = uploads.classify(name, seen.notebooks)
+    if not takes_as:
+        fix = uploads.fix(assignment, student, member, takes_as, seen.notebooks)
+        raise CollectError(
+            f"{name} is {why}, and the autograder runs the notebook's own cells, so it "
+            f"{fix}. Nothing was taken."
+        )
+    lms, folder = _lms_times(root, assignment, times)
+    due, applies = _late_rule(root, assignment)
+    data = _read_member(seen.archive() / download, member)
+    found = Found(student, takes_as, download, member, data, bool(owner and owner[2]))
+    done = _Take([found], lms.get(student), seen.folder(student), why)
+    if done.when is None and applies and not no_times:
+        _refuse_untimed([student], {student: done}, due, folder)
+    report = Collected([], [], [], [student] * (done.when is None), [])
+    if _taken(seen, student)[1] == member and _state(done.target, {takes_as: data}, done.stamp):
+        report.unchanged.append(student)
+    else:
+        (report.resubmitted if done.target.is_dir() else report.new).append(student)
+        _take(student, done)
+        report.lines.append(
+            f"taken: {student}: {name} in {download} ({why}) as {takes_as}, submitted "
+            f"{done.stamp or 'at no known time'}"
+        )
+        report.lines += _notes(student, done.files, done.when, due, applies)
+    report.uploads = _uploads(seen)
+    uploads.write(root, assignment, report.uploads)
+    return report
+
+
+def _named(seen: _Seen, file: str) -> tuple[str, str]:
+    """(download, member) of the latest download holding a file named `file` (its name in
+    the download, or that name without Canvas's prefix); CollectError when none does."""
+    for stray in sorted(seen.strays, key=lambda s: seen.rank(s.download), reverse=True):
+        owner = uploads.owner(stray.member)
+        if file in (stray.member, Path(stray.member).name, owner[1] if owner else None):
+            return stray.download, stray.member
+    for found in seen.chosen.values():
+        if file in (found.member, Path(found.member).name):
+            return found.download, found.member
+    raise CollectError(
+        f"no file named {file!r} in the downloads in {seen.archive()}: give its name as "
+        "collect reported it. Nothing was taken."
+    )
+
+
+def _read_member(download: Path, member: str) -> bytes:
+    """One file of a download (a zip's member, or the loose file itself), size-checked."""
+    if zipfile.is_zipfile(download):
+        with zipfile.ZipFile(download) as archive:
+            info = archive.getinfo(member)
+            if info.file_size > MAX_NOTEBOOK_BYTES:
+                raise CollectError(f"{member}: {info.file_size} bytes, over {MAX_NOTEBOOK_BYTES}")
+            return archive.read(info)
+    data = download.read_bytes()
+    if len(data) > MAX_NOTEBOOK_BYTES:
+        raise CollectError(f"{member}: {len(data)} bytes, over {MAX_NOTEBOOK_BYTES}")
+    return data
 
 
 def _notes(student: str, mine: list[Found], when: LmsTime | None, due, applies: bool) -> list[str]:
@@ -401,9 +593,13 @@ def read_evidence(folder: Path) -> dict | None:
     return data if isinstance(data, dict) and data.get("schema") == SCHEMA else None
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m grader.collect", description=__doc__.splitlines()[0]
+        prog="python -m grader.collect",
+        description=" ".join(__doc__.split("\n\n")[0].split()),
+        epilog="A file named for a student but not as the notebook (a .py, a renamed "
+        "notebook, notes.txt) is reported with its fix; --take takes a notebook under another "
+        "name in. Exit status: 0 collected, 2 refused or a usage error.",
     )
     parser.add_argument("assignment", help="the assignment, e.g. i1_strided_softmax")
     add_course_option(parser)
@@ -421,9 +617,26 @@ def main(argv: list[str] | None = None) -> int:
         help="collect submissions that have no time even though late work loses points "
         "(their lateness then counts for nothing)",
     )
-    args = parser.parse_args(argv)
+    parser.add_argument(
+        "--take",
+        nargs=2,
+        metavar=("STUDENT", "FILE"),
+        help="take FILE (its name in a download, as collect reported it) in as STUDENT's "
+        "notebook, with the LMS's time for STUDENT, instead of collecting",
+    )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
     try:
-        done = collect(Path(args.course), args.assignment, args.times, args.no_times)
+        if args.take:
+            student, file = args.take
+            done = take(
+                Path(args.course), args.assignment, student, file, args.times, args.no_times
+            )
+        else:
+            done = collect(Path(args.course), args.assignment, args.times, args.no_times)
     except (CollectError, OSError, zipfile.BadZipFile) as exc:
         print(f"collect: {visible(exc)}", file=sys.stderr)
         return 2

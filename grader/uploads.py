@@ -52,10 +52,11 @@ class Upload:
         return f"{NOT_GRADABLE}: {self.name} ({self.why}); {self.fix}"
 
 
-def owner(file: str) -> tuple[str, str] | None:
-    """(student id, uploaded name) from a Canvas file name, or None when not one."""
+def owner(file: str) -> tuple[str, str, bool] | None:
+    """(student id, uploaded name, Canvas's late marker) from a Canvas file name, or None
+    when not one."""
     match = CANVAS_NAME.match(PurePosixPath(file).name)
-    return (match["student_id"], match["uploaded"]) if match else None
+    return (match["student_id"], match["uploaded"], bool(match["late"])) if match else None
 
 
 def classify(uploaded: str, notebooks: set[str]) -> tuple[str, str]:

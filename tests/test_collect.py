@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from grader import collect, course
+from grader import collect, course, uploads
 from grader.collect import CollectError, LmsTime, load_times
 from grader.sample_cohort import DUE
 
@@ -172,3 +172,108 @@ def test_the_course_pattern_reads_canvas_names():
         "late_",
     )
     assert re.match(pattern, "x.zip/doejane_12345_987001_strided_softmax.ipynb")["late"] is None
+
+
+PY = "smithann_34567_987003_strided_softmax.py"
+RENAMED = "roebob_23456_987004_strided_softmax (1).ipynb"
+NOTES = "doejane_12345_987005_notes.txt"
+
+
+def test_every_upload_is_reported_by_student_with_its_fix(root, capsys):
+    """Does a .py, a browser-renamed notebook and a stray notes.txt each come out by student
+    with the fix, and does not_gradable name exactly those without a submission?"""
+    download(root, "submissions.zip", {A: b"a", PY: b"x", RENAMED: b"{}", NOTES: b"n"}, age=0)
+    times(root, "1.csv", f"user_id,submitted_at\n12345,{ON_TIME}\n23456,{LATE}\n")
+    assert collect.main([course.ASSIGNMENT, "--course", str(root)]) == 0
+    out = capsys.readouterr().out
+    take = f"python -m grader.collect {course.ASSIGNMENT} --take 23456 '{RENAMED}'"
+    assert (
+        "NOT GRADABLE AS IS: 23456: strided_softmax (1).ipynb in submissions.zip (a renamed "
+        f"copy of strided_softmax.ipynb): take it with: {take}"
+    ) in out
+    assert (
+        "NOT GRADABLE AS IS: 34567: strided_softmax.py in submissions.zip (a .py file, not the "
+        "notebook): cannot be autograded: ask the student to upload strided_softmax.ipynb"
+    ) in out
+    assert "NOTE: 12345 also uploaded notes.txt in submissions.zip (a .txt file, not the " in out
+    assert "new: 12345\n" in out
+    reasons = uploads.not_gradable(root, course.ASSIGNMENT)
+    assert set(reasons) == {"23456", "34567"}
+    assert reasons["34567"].startswith(
+        "submitted, not gradable as is: strided_softmax.py (a .py file, not the notebook); "
+    )
+
+
+def test_take_a_renamed_notebook_with_its_lms_time(root, capsys):
+    """Does --take write a renamed notebook as the release notebook, with the LMS's time and
+    the evidence, leave not_gradable, count as changed for grader.parallel --changed, and
+    stay through the next collect run without being reported again?"""
+    from grader.grading.grading_log import changed_since_graded
+
+    download(root, "submissions.zip", {A: b"a", RENAMED: b"{}"}, age=0)
+    times(root, "1.csv", f"user_id,submitted_at\n12345,{ON_TIME}\n23456,{LATE}\n")
+    assert collect.main([course.ASSIGNMENT, "--course", str(root)]) == 0
+    capsys.readouterr()
+    argv = [course.ASSIGNMENT, "--course", str(root), "--take", "23456", RENAMED]
+    assert collect.main(argv) == 0
+    out = capsys.readouterr().out
+    assert "taken: 23456: strided_softmax (1).ipynb in submissions.zip (a renamed copy" in out
+    assert "new: 23456" in out and "--changed" in out
+    folder = submitted(root, "23456")
+    assert (folder / course.NOTEBOOK).read_bytes() == b"{}"
+    assert (folder / "timestamp.txt").read_text() == "2026-12-02 09:30:00 UTC\n"
+    evidence = collect.read_evidence(folder)
+    assert evidence["files"] == [{"download": "submissions.zip", "file": RENAMED}]
+    assert evidence["taken"] == "a renamed copy of strided_softmax.ipynb"
+    assert evidence["time_from"] == "1.csv"
+    assert uploads.not_gradable(root, course.ASSIGNMENT) == {}
+    assert changed_since_graded(root, course.ASSIGNMENT, "23456")
+    assert collect.main(argv) == 0 and "unchanged: 1" in capsys.readouterr().out
+    done = collect.collect(root, course.ASSIGNMENT)
+    assert (done.changed, done.uploads) == ([], [])
+    assert (folder / course.NOTEBOOK).read_bytes() == b"{}"
+
+
+def test_a_newer_download_replaces_a_taken_notebook(root):
+    """Is a taken notebook replaced when a later download brings the student's notebook
+    under its own name, and kept against an older download's?"""
+    download(root, "old.zip", {"roebob_23456_987000_strided_softmax.ipynb": b"old"}, age=900)
+    download(root, "mid.zip", {RENAMED: b"{}"}, age=600)
+    times(root, "1.csv", f"user_id,submitted_at\n23456,{ON_TIME}\n")
+    collect.collect(root, course.ASSIGNMENT)
+    collect.take(root, course.ASSIGNMENT, "23456", RENAMED)
+    assert collect.collect(root, course.ASSIGNMENT).changed == []
+    assert (submitted(root, "23456") / course.NOTEBOOK).read_bytes() == b"{}"
+    download(root, "new.zip", {"roebob_23456_987009_strided_softmax-1.ipynb": b"new"}, age=0)
+    assert collect.collect(root, course.ASSIGNMENT).resubmitted == ["23456"]
+    assert (submitted(root, "23456") / course.NOTEBOOK).read_bytes() == b"new"
+
+
+def test_take_refuses_a_py_another_students_file_and_no_time(root, capsys):
+    """Is a .py refused with the reason and what to ask for, another student's file refused,
+    and a take without an LMS time under a late policy refused, each writing nothing?"""
+    download(root, "submissions.zip", {PY: b"x", RENAMED: b"{}"}, age=0)
+    base = [course.ASSIGNMENT, "--course", str(root), "--take"]
+    assert collect.main([*base, "34567", PY]) == 2
+    said = capsys.readouterr().err
+    assert said.startswith("collect: strided_softmax.py is a .py file, not the notebook, and ")
+    assert "ask the student to upload strided_softmax.ipynb" in said and "\n" == said[-1]
+    assert collect.main([*base, "34567", RENAMED]) == 2
+    assert "is student 23456's upload (its name says so), not 34567's" in capsys.readouterr().err
+    assert collect.main([*base, "23456", RENAMED]) == 2
+    assert "no submission time for 1 new or changed submission: 23456" in capsys.readouterr().err
+    assert collect.main([*base, "23456", "nothing.ipynb"]) == 2
+    assert "no file named 'nothing.ipynb' in the downloads" in capsys.readouterr().err
+    assert not (root / "submitted").exists()
+
+
+def test_help_ends_its_sentences(capsys):
+    """Does `collect --help` give the whole first sentence of its description, ending with a
+    full stop, and an epilog of whole sentences?"""
+    with pytest.raises(SystemExit):
+        collect.main(["--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert (
+        "newest winning, with each submission's time taken from the LMS's own record of it." in text
+    )
+    assert text.endswith("Exit status: 0 collected, 2 refused or a usage error.")
