@@ -6,12 +6,12 @@
 
 nbgrader's formgrader (`jupyter lab` in the course folder, then Nbgrader > Formgrader >
 Manual Grading) does the same in a browser; both write the grade's `manual_score` (and
-`manual_comment`) in the gradebook. `--list` prints every answer still without a grade, with
-its text as the student wrote it, control characters shown as escapes (`grader.terminal`). A
-grade is refused unless the student's latest submission is graded (not ungradable, not
-resubmitted since) and the points are within the cell's. After it, the submission's late
-penalty is stored again from the new score (`grader.grading.late.refresh_penalties`), so
-that feedback, formgrader and the export agree.
+`manual_comment`) in the gradebook. `--list` prints every answer still without a grade, by
+student id (numbers by value: 9 before 10), with its text as the student wrote it, control
+characters shown as escapes (`grader.terminal`). A grade is refused unless the student's
+latest submission is graded (not ungradable, not resubmitted since) and the points are within
+the cell's. After it, the submission's late penalty is stored again from the new score
+(`grader.grading.late.refresh_penalties`), so that feedback, formgrader and the export agree.
 A hand grade lasts as long as the answer it graded (`grader.grading.hand_grading`).
 
 Exit status: 0 done, 2 refused or a usage error.
@@ -27,6 +27,7 @@ import nbformat
 
 from grader.course_folder import add_course_option, not_a_course
 from grader.gradebook import GradebookError, gradebook_url, open_gradebook
+from grader.student_order import student_key
 from grader.terminal import visible
 
 
@@ -60,7 +61,7 @@ def answer_text(root: Path, student: str, assignment: str, notebook: str, cell: 
 
 def waiting(root: Path, assignment: str) -> list[tuple[str, str, float, str]]:
     """(student, cell, points, answer) of every hand-graded answer still without a grade,
-    of graded submissions only."""
+    of graded submissions only, by student id (`grader.student_order`: 9 before 10)."""
     from nbgrader.api import MissingEntry
 
     from grader.export import GRADED, submission_outcome
@@ -82,7 +83,7 @@ def waiting(root: Path, assignment: str) -> list[tuple[str, str, float, str]]:
                 if grade.manual_score is None and grade.auto_score is None:
                     text = answer_text(root, student.id, assignment, notebook, name)
                     rows.append((student.id, name, points, text))
-    return rows
+    return sorted(rows, key=lambda row: student_key(row[0]))
 
 
 def grade(

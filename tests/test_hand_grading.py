@@ -229,3 +229,27 @@ def test_a_regrade_forgets_the_last_grading_but_not_its_hand_grade(root):
     forget_previous_grading(CourseDirectory(root=str(root)), ASSIGNMENT, "ada")
     with Gradebook(url(root)) as gradebook:
         assert gradebook.find_submission(ASSIGNMENT, "ada").timestamp is None
+
+
+def test_the_list_is_sorted_by_student_id_numbers_by_value(root, capsys, monkeypatch):
+    """Run in the course folder, does --list print the answers by student id, numeric ids
+    by value (9 before 10, as an LMS lists them), whatever order the gradebook holds them in?"""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with Gradebook(url(root)) as gradebook:
+            for student in ("10", "9", "b2", "b10"):
+                gradebook.add_student(student)
+                gradebook.add_submission(ASSIGNMENT, student, timestamp=parse_utc(DUE))
+                gradebook.find_grade("test_a", NOTEBOOK, ASSIGNMENT, student).auto_score = 3.0
+            gradebook.db.commit()
+    for student in ("10", "9", "b2", "b10"):
+        folder = root / "autograded" / student / ASSIGNMENT
+        folder.mkdir(parents=True)
+        nbformat.write(notebook(f"the answer of {student}"), folder / f"{NOTEBOOK}.ipynb")
+        GradingLog(root, ASSIGNMENT, student).begin().finish()
+    monkeypatch.chdir(root)
+    assert handgrade.main([ASSIGNMENT, "--list"]) == 0
+    out = capsys.readouterr().out
+    listed = [line.split()[1] for line in out.splitlines() if line.startswith("--- ")]
+    assert listed == ["9", "10", "ada", "b2", "b10"]
+    assert out.endswith("5 answers still to grade by hand\n")
