@@ -15,8 +15,11 @@ from triton.runtime.errors import InterpreterError
 
 import grader.reference as reference
 from learning.workshops.checking import cases
-from learning.workshops.checking.audit import OwnershipError, audit
-from learning.workshops.checking.views import LAYOUTS, geometry, sentinel_view
+from learning.workshops.checking.audit import Kind, OwnershipError, audit
+from learning.workshops.checking.followons import IN_PLACE_FAILURES
+from learning.workshops.checking.layouts import LAYOUTS
+from learning.workshops.checking.records import AUDIT_FAILURES
+from learning.workshops.checking.views import geometry, sentinel_view
 from learning.workshops.contracts import interpreter_active
 from learning.workshops.notebook.testing import run_cases
 
@@ -346,3 +349,12 @@ def test_audit_adds_little_time(monkeypatch):
     plain = min(_suite_seconds(monkeypatch, audited=False) for _ in range(2))
     audited = min(_suite_seconds(monkeypatch, audited=True) for _ in range(2))
     assert audited < 1.5 * plain + 0.5, f"audited {audited:.2f} s, plain {plain:.2f} s"
+
+
+def test_every_finding_kind_is_a_failure_somewhere():
+    """Does every kind of audit finding lead to a failure, the out-of-place checks' or the
+    in-place exercise's, and does each map name only kinds the audit has (or the allocation
+    guard's `ownership`)?"""
+    assert {kind for kind in Kind if kind not in AUDIT_FAILURES} <= set(IN_PLACE_FAILURES)
+    assert set(AUDIT_FAILURES) - set(Kind) == {"ownership"}
+    assert set(IN_PLACE_FAILURES) <= set(Kind)

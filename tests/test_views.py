@@ -7,9 +7,8 @@ import math
 import pytest
 import torch
 
+from learning.workshops.checking.layouts import FILL, FILLS, LAYOUT, LAYOUTS
 from learning.workshops.checking.views import (
-    FILLS,
-    LAYOUTS,
     geometry,
     sentinel_view,
     storage_indices,
@@ -25,6 +24,9 @@ CONSTRUCTIONS = {
     "row-broadcast": lambda m, n: torch.arange(n).view(1, n).expand(m, n),
     "col-broadcast": lambda m, n: torch.arange(m).view(m, 1).expand(m, n),
     "scalar-broadcast": lambda m, n: torch.arange(1).view(1, 1).expand(m, n),
+    "overlapping": lambda m, n: torch.arange(max(0, (m - 1) * (n // 2) + n)).as_strided(
+        (m, n), (n // 2, 1)
+    ),
 }
 SHAPES = [(3, 5), (4, 8)]
 
@@ -38,17 +40,34 @@ def build(layout: str, m: int, n: int, fill: str = "normal", seed: int = 0):
 
 def test_every_layout_has_a_construction():
     """Does this test know a PyTorch construction for every layout the module offers?"""
-    assert set(CONSTRUCTIONS) == set(LAYOUTS)
+    assert set(CONSTRUCTIONS) == set(LAYOUT) > set(LAYOUTS)
 
 
 @pytest.mark.parametrize("m, n", SHAPES)
-@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("layout", LAYOUT)
 def test_geometry_matches_what_pytorch_builds(layout, m, n):
-    """Are a layout's strides and storage offset those of the real PyTorch view?"""
+    """Are a layout's strides, storage offset and base tensor's size those of the real
+    PyTorch view?"""
     real = CONSTRUCTIONS[layout](m, n)
     g = geometry(layout, m, n)
     assert tuple(real.shape) == (m, n)
     assert (g.strides, g.offset) == (tuple(real.stride()), real.storage_offset())
+    assert LAYOUT[layout].base_size(m, n) == real.untyped_storage().size() // real.element_size()
+
+
+@pytest.mark.parametrize("layout", LAYOUT.values(), ids=lambda layout: layout.name)
+def test_every_layout_has_its_words(layout):
+    """Has every layout, the one to refuse included, its code, its kind and how it is built
+    in words, with both shapes filled in, as the checks, the shrinker and feedback read it?"""
+    assert layout.code.startswith("base.") and layout.kind
+    words = layout.words(3, 5)
+    assert "(3, 5)" in words and str(layout.base_shape(3, 5)) in words, words
+
+
+def test_every_fill_but_the_ordinary_has_words():
+    """Has every fill words for feedback and the shrinker, but the ordinary one?"""
+    assert [name for name, fill in FILL.items() if not fill.words] == ["normal"]
+    assert set(FILL) == set(FILLS)
 
 
 @pytest.mark.parametrize("m, n", SHAPES)

@@ -21,6 +21,7 @@ from nbgrader.preprocessors import NbGraderPreprocessor
 
 from grader.grading.hidden_regions import split_hidden_tests
 from grader.grading.restore import grade_id
+from learning.workshops.checking.layouts import FILL, LAYOUT
 
 # learning.workshops.checking's cases, faults and hints import torch and triton (about 1.4 s):
 # they are imported where used, so that loading nbgrader_config.py (every nbgrader command,
@@ -28,17 +29,6 @@ from grader.grading.restore import grade_id
 if TYPE_CHECKING:
     from learning.workshops.checking.cases import Case, CaseResult
 
-LAYOUT_WORDS = {
-    "contiguous": "contiguous rows",
-    "transpose": "a transpose",
-    "slice": "a slice with a shifted pointer and column stride 2",
-    "transposed-slice": "a transposed slice",
-    "row-broadcast": "a broadcast row (stride 0 between rows)",
-    "col-broadcast": "a broadcast column (stride 0 along each row)",
-    "scalar-broadcast": "a broadcast scalar (both strides 0)",
-    "overlapping": "a view whose rows overlap in storage",
-}
-FILL_WORDS = {"large": "values near ±1e4", "neg-inf": "-inf entries"}
 BAD_INPUT_WORDS = {
     "3-d": "a 3-D tensor",
     "int-dtype": "an integer tensor",
@@ -65,13 +55,13 @@ def _kind_parts(case: Case) -> tuple[str, list[str]]:
         special.append("with zero rows")
     elif case.cols > 256:
         special.append("with wide rows")
-    if case.fill in FILL_WORDS:
-        special.append(FILL_WORDS[case.fill])
+    if FILL[case.fill].words:
+        special.append(FILL[case.fill].words)
     if case.repeat:
         special.append("called twice with one shape")
     if case.grad_layout is not None:
-        special.append(f"dy {LAYOUT_WORDS[case.grad_layout]}")
-    return LAYOUT_WORDS[case.layout], special
+        special.append(f"dy {LAYOUT[case.grad_layout].kind}")
+    return LAYOUT[case.layout].kind, special
 
 
 def kinds_summary(cases: list[Case]) -> list[str]:
@@ -91,9 +81,7 @@ def kinds_summary(cases: list[Case]) -> list[str]:
 
 def view_key(layout: str, rows: int, cols: int) -> tuple:
     """What a message shows of a view: its shape and strides (two layouts may share them)."""
-    from learning.workshops.checking.views import geometry
-
-    return rows, cols, geometry(layout, rows, cols).strides
+    return rows, cols, LAYOUT[layout].strides(rows, cols)
 
 
 def fresh_examples(failed: list[Case], taken: set[tuple], rng: random.Random) -> list[Case]:
@@ -213,13 +201,12 @@ FAILURE_WORDS = {
 def example_line(case: Case, result: CaseResult) -> str:
     """A failed example as the student reads it, from the case the grader drew and the
     failure's kind alone: no text that the student's process wrote reaches a hidden cell."""
-    from learning.workshops.checking.views import geometry
-
     what = FAILURE_WORDS.get(str(result.failure), "it failed")
     if case.bad_input:
         return f"{case.name}: {BAD_INPUT_WORDS.get(case.bad_input, 'a bad input')}: {what}"
-    g = geometry(case.layout, case.rows, case.cols)
-    view = f"{case.rows}x{case.cols} view, strides {g.strides}, storage offset {g.offset}"
+    chosen = LAYOUT[case.layout]
+    strides, offset = chosen.strides(case.rows, case.cols), chosen.offset(case.rows, case.cols)
+    view = f"{case.rows}x{case.cols} view, strides {strides}, storage offset {offset}"
     return f"{case.name}: {view}, {case.dtype}: {what}"
 
 

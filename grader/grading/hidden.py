@@ -39,7 +39,7 @@ from learning.workshops.checking.faults import (
     internal_message,
 )
 from learning.workshops.checking.isolation import CallsFailed, IsolatedRun, Session
-from learning.workshops.checking.views import LAYOUTS
+from learning.workshops.checking.layouts import LAYOUTS
 from learning.workshops.contracts import default_device
 from learning.workshops.notebook.testing import (
     all_pass,

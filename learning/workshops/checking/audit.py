@@ -29,6 +29,7 @@ the hooks; the workshop's kernels use none.
 from __future__ import annotations
 
 import contextlib
+import enum
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
@@ -36,21 +37,23 @@ import numpy as np
 import torch
 from triton.runtime import interpreter as _interpreter
 
-KINDS = {
-    "input-store": "a store into the input's storage (refused)",
-    "stray-store": "a store outside every output tensor (refused)",
-    "stray-load": "a load outside every tensor the kernel was given (refused)",
-    "overrun": "lanes past a row's last column were active: a load or store without its mask",
-    "row-overrun": "lanes of a row past the last (row >= M) were active: no mask on the rows",
-    "duplicate": "an output element written by two programs of one launch, or two lanes at once",
-    "unwritten": "an output element no program wrote",
-    "footprint": "a load from the input's storage outside the view's footprint",
-    "contiguous-loads": "each element stored was loaded where a contiguous tensor has it, not "
-    "where the view has it: the loads ignore the strides",
-    "outside-view": "in place: a store into the view's storage at an address not in the view",
-    "read-after-write": "in place: a program read an element another program of its launch writes",
-}
-"""What each finding's `kind` means."""
+
+class Kind(enum.StrEnum):
+    """What a finding is, as the records (`records.AUDIT_FAILURES`) and the hints name it."""
+
+    INPUT_STORE = "input-store"  # a store into the input's storage (refused)
+    STRAY_STORE = "stray-store"  # a store outside every output tensor (refused)
+    STRAY_LOAD = "stray-load"  # a load outside every tensor the kernel was given (refused)
+    OVERRUN = "overrun"  # lanes past a row's last column active: a load or store without its mask
+    ROW_OVERRUN = "row-overrun"  # lanes of a row past the last (row >= M) active: no row mask
+    DUPLICATE = "duplicate"  # an output element written twice: two programs, or two lanes at once
+    UNWRITTEN = "unwritten"  # an output element no program wrote
+    FOOTPRINT = "footprint"  # a load from the input's storage outside the view's footprint
+    # each element stored was loaded where a contiguous tensor has it: the loads ignore strides
+    CONTIGUOUS_LOADS = "contiguous-loads"
+    OUTSIDE_VIEW = "outside-view"  # in place: a store into the view's storage, not into the view
+    READ_AFTER_WRITE = "read-after-write"  # in place: read what another program writes
+
 
 _HOOKED = ("create_masked_load", "create_masked_store")
 _MISSING = object()
@@ -95,7 +98,7 @@ class Finding:
     A `fault` is wrong whatever the output's values; other findings explain wrong values.
     """
 
-    kind: str
+    kind: Kind
     text: str
     count: int = 1
     program: Program | None = None
@@ -360,7 +363,7 @@ class Trace:
                 if hit.any():
                     index = (int(a.addresses[hit][0]) - p.start) // p.size
                     return Finding(
-                        "input-store",
+                        Kind.INPUT_STORE,
                         f"{self.who(a)} stored to storage index {index} of the input; "
                         "refused, so the input is unchanged",
                         int(hit.sum()),
@@ -377,9 +380,9 @@ class Trace:
             return None
         where, offset = self._locate(int(a.addresses[~inside][0]), a)
         verb, kind, outside = (
-            ("stored to", "stray-store", "outside every output tensor")
+            ("stored to", Kind.STRAY_STORE, "outside every output tensor")
             if a.store
-            else ("loaded", "stray-load", "outside every tensor the kernel was given")
+            else ("loaded", Kind.STRAY_LOAD, "outside every tensor the kernel was given")
         )
         return Finding(
             kind,
@@ -467,7 +470,7 @@ class Trace:
         e = int(elements[at])
         who = _who(program, self.ranks[launch] if launch >= 0 else 3)
         return Finding(
-            "contiguous-loads",
+            Kind.CONTIGUOUS_LOADS,
             f"{who} stored row {e // cols}, column {e % cols} after loading storage index "
             f"{offset + e}, where a contiguous tensor has that element, not {int(strided[at])}, "
             "where the view has it" + _more(missed),
@@ -503,7 +506,7 @@ class Trace:
         rows_past = self._rows_past(a, view)
         if rows_past is not None:
             return rows_past
-        if finding.kind == "stray-store":
+        if finding.kind == Kind.STRAY_STORE:
             home = self._home(a)
             if home is None:
                 return finding
@@ -511,7 +514,7 @@ class Trace:
                 a, (a.addresses - home.start) // a.size, _Columns(1, cols)
             )
             allowed = self._writable(a.launch)
-        elif finding.kind == "stray-load":
+        elif finding.kind == Kind.STRAY_LOAD:
             storage = _storage_region("the input", view)
             index = (a.addresses - storage.start) // storage.size
             past, row, column = _past_row(a, index, _view_columns(view))
@@ -527,7 +530,7 @@ class Trace:
         first = int(over[0])
         verb = "stored to" if a.store else "loaded"
         return Finding(
-            "overrun",
+            Kind.OVERRUN,
             f"{self.who(a)} {verb} column {int(column[first])} of {_row(row[first])}, past the "
             f"row's {cols} "
             f"columns: {self._locate(int(a.addresses[first]), a)[0]}; refused"
@@ -596,7 +599,7 @@ class Trace:
         where = self._locate(int(a.addresses[first]), a)[0]
         verb = "stored to" if a.store else "loaded"
         return Finding(
-            "row-overrun",
+            Kind.ROW_OVERRUN,
             f"{self.who(a)} {verb} row {r}, column {c}, past {name}'s last row (row "
             f"{rows - 1}): {where}; refused"
             + (", nothing written" if a.store else "")
@@ -637,7 +640,7 @@ class Trace:
         if not written:
             return [
                 Finding(
-                    "unwritten",
+                    Kind.UNWRITTEN,
                     f"no kernel stored into the returned tensor: its {rows * cols} elements were "
                     "never written (return the output your kernel writes)",
                     rows * cols,
@@ -657,7 +660,7 @@ class Trace:
             e = int(never[0])
             findings.append(
                 Finding(
-                    "unwritten",
+                    Kind.UNWRITTEN,
                     f"{_element(e, cols, out.size)} was never written by any program"
                     + _more(never.size),
                     int(never.size),
@@ -673,7 +676,7 @@ class Trace:
         values, counts = np.unique(mine, return_counts=True)
         e, shared = int(values[counts > 1][0]), int((counts > 1).sum())
         return Finding(
-            "duplicate",
+            Kind.DUPLICATE,
             f"{_element(e, cols, out.size)} was written by {int(counts.max())} lanes of one "
             f"store of {self.who(a)}" + _more(shared),
             shared,
@@ -692,7 +695,7 @@ class Trace:
             else "outside the output"
         )
         return Finding(
-            "overrun",
+            Kind.OVERRUN,
             f"{self.who(a)} stored to column {int(column[first])} of {_row(row[first])}, past the "
             f"row's {cols} columns (address +{e * out.size:#x}, {landed})" + _more(total),
             total,
@@ -710,7 +713,7 @@ class Trace:
         names = [_who(w, self.ranks[launch]).removeprefix("program ") for w in writers[:4]]
         listed = ", ".join(names[:-1]) + f" and {names[-1]}" + (" ..." if len(writers) > 4 else "")
         return Finding(
-            "duplicate",
+            Kind.DUPLICATE,
             f"{_element(e, cols, out.size)} was written by programs {listed} of one launch"
             + _more(raced.size),
             int(raced.size),
@@ -749,7 +752,7 @@ class Trace:
             first = int(np.flatnonzero(past)[0])
             findings.append(
                 Finding(
-                    "overrun",
+                    Kind.OVERRUN,
                     f"{self.who(a)} loaded column {int(column[first])} of {_row(row[first])}, past "
                     f"the row's {cols} columns (storage index {int(index[first])})"
                     + _more(over_count),
@@ -764,7 +767,7 @@ class Trace:
             a, index = outside
             findings.append(
                 Finding(
-                    "footprint",
+                    Kind.FOOTPRINT,
                     f"{self.who(a)} loaded storage index {index}, outside the view's footprint"
                     + _more(outside_count),
                     outside_count,
@@ -810,7 +813,7 @@ def verify_in_place(trace: Trace, view: torch.Tensor) -> list[Finding]:
                     f"{trace.who(a)} stored to storage index {int(index[stray][0])}, which is "
                     "not an element of the view: storage outside the view was overwritten"
                 )
-                note("outside-view", text, a, int(stray.sum()))
+                note(Kind.OUTSIDE_VIEW, text, a, int(stray.sum()))
             other = (writer_launch[inside] == a.launch) & (writer[inside] != key)
             if other.any():
                 e = int(inside[other][0])
@@ -819,7 +822,7 @@ def verify_in_place(trace: Trace, view: torch.Tensor) -> list[Finding]:
                     f"{_place(e, cols)} was written by {first.removeprefix('program ')} and "
                     f"{trace.who(a).removeprefix('program ')} of one launch"
                 )
-                note("duplicate", text, a, int(other.sum()), e)
+                note(Kind.DUPLICATE, text, a, int(other.sum()), e)
             writer[inside], writer_launch[inside], written_at[inside] = key, a.launch, at
             continue
         reads.append((at, a, inside))
@@ -846,12 +849,12 @@ def verify_in_place(trace: Trace, view: torch.Tensor) -> list[Finding]:
             else f"{trace.who(a)} loaded {_place(e, cols)}, which {writer_name} overwrites: on "
             "a GPU programs run in any order, so the load may see the result instead"
         )
-        note("read-after-write", text, a, int(lanes.sum()), e)
+        note(Kind.READ_AFTER_WRITE, text, a, int(lanes.sum()), e)
     never = np.flatnonzero(writer_launch < 0)
     if never.size and rows * cols:
         e = int(never[0])
-        found["unwritten"] = Finding(
-            "unwritten",
+        found[Kind.UNWRITTEN] = Finding(
+            Kind.UNWRITTEN,
             f"{_place(e, cols)} was never written" + _more(never.size),
             int(never.size),
             None,

@@ -26,6 +26,7 @@ from pathlib import Path
 import torch
 
 from learning.workshops.checking.hints import Hint, HintId
+from learning.workshops.checking.layouts import FILL, LAYOUT
 from learning.workshops.checking.records import DTYPES, Case, CaseResult, Failure, Verdict
 from learning.workshops.checking.views import describe, sentinel_view
 
@@ -260,53 +261,20 @@ def _fewer(field: str) -> Step:
     return step
 
 
-LAYOUT_WORDS = {
-    "contiguous": "a contiguous {view} tensor",
-    "transpose": "a {view} transpose of a {base} tensor",
-    "slice": "a {view} slice [1:, 1::2] of a {base} tensor",
-    "transposed-slice": "a {view} slice [1:, ::2] of the transpose of a {base} tensor",
-    "row-broadcast": "a {base} row expanded to {view}",
-    "col-broadcast": "a {base} column expanded to {view}",
-    "scalar-broadcast": "a {base} tensor expanded to {view}",
-}
-"""How each layout is built from a base tensor, as `views.geometry` builds it."""
-
-
-def base_shape(case: Case) -> tuple[int, int]:
-    """The shape of the tensor the case's view is taken from (see `views.geometry`)."""
-    m, n = case.rows, case.cols
-    return {
-        "contiguous": (m, n),
-        "transpose": (n, m),
-        "slice": (m + 1, 2 * n + 1),
-        "transposed-slice": (2 * n, m + 1),
-        "row-broadcast": (1, n),
-        "col-broadcast": (m, 1),
-        "scalar-broadcast": (1, 1),
-    }[case.layout]
-
-
-FILL_WORDS = {
-    "large": "values near ±1e4",
-    "neg-inf": "some values -inf",
-    "neg-inf-head": "every value -inf but the last of each row",
-}
-
-
 def view_words(case: Case) -> str:
     """The case's view in words: how it is built, its strides, offset, dtype and extras;
     for the backward, y's and dy's."""
     if case.grad_layout is not None:
         dy = replace(case, layout=case.grad_layout, grad_layout=None)
         g = dy.geometry
-        dy_words = LAYOUT_WORDS[dy.layout].format(view=(dy.rows, dy.cols), base=base_shape(dy))
+        dy_words = LAYOUT[dy.layout].words(dy.rows, dy.cols)
         y_words = view_words(replace(case, grad_layout=None))
         return f"y: {y_words}; dy: {dy_words}, strides {g.strides}, offset {g.offset}"
     g = case.geometry
-    built = LAYOUT_WORDS[case.layout].format(view=(case.rows, case.cols), base=base_shape(case))
+    built = LAYOUT[case.layout].words(case.rows, case.cols)
     words = [built, f"strides {g.strides}", f"offset {g.offset}", case.dtype]
     if case.fill != DEFAULTS["fill"]:
-        words.append(FILL_WORDS[case.fill])
+        words.append(FILL[case.fill].words)
     if case.num_warps != DEFAULTS["num_warps"]:
         words.append(f"num_warps={case.num_warps}")
     if case.repeat:
@@ -320,8 +288,7 @@ def build_view(case: Case, seed: int) -> torch.Tensor:
     generator = torch.Generator().manual_seed(seed)
     g = case.geometry
     storage, _ = sentinel_view(g, DTYPES[case.dtype], "cpu", generator, case.fill)
-    rows, cols = base_shape(case)
-    base = storage[: max(rows * cols, g.footprint_end)].clone()
+    base = storage[: max(LAYOUT[case.layout].base_size(g.rows, g.cols), g.footprint_end)].clone()
     return base.as_strided((g.rows, g.cols), g.strides, g.offset)
 
 
@@ -337,9 +304,8 @@ def build_views(case: Case, seed: int) -> list[tuple[str, torch.Tensor]]:
     layouts = (case.layout, case.grad_layout)
     for name, storage, layout in zip(("y", "dy"), storages, layouts, strict=True):
         one = replace(case, layout=layout, grad_layout=None)
-        rows, cols = base_shape(one)
         g = one.geometry
-        base = storage[: max(rows * cols, g.footprint_end)].clone()
+        base = storage[: max(LAYOUT[layout].base_size(g.rows, g.cols), g.footprint_end)].clone()
         views.append((name, base.as_strided((g.rows, g.cols), g.strides, g.offset)))
     return views
 

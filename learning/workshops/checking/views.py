@@ -12,18 +12,7 @@ from dataclasses import dataclass
 import torch
 import triton
 
-LAYOUTS = (
-    "contiguous",
-    "transpose",
-    "slice",
-    "transposed-slice",
-    "row-broadcast",
-    "col-broadcast",
-    "scalar-broadcast",
-)
-"""The view layouts, named by how a student would build them from a base tensor."""
-
-FILLS = ("normal", "large", "neg-inf", "neg-inf-head")
+from learning.workshops.checking import layouts
 
 
 @dataclass(frozen=True)
@@ -69,24 +58,11 @@ class Geometry:
         return frozenset(found)
 
 
-def geometry(layout: str, rows: int, cols: int) -> Geometry:
-    """The strides and offset of a `layout` view of shape (rows, cols), as PyTorch builds it."""
-    m, n = rows, cols
-    shapes = {
-        "contiguous": ((n, 1), 0),  # base.view(m, n)
-        "transpose": ((1, m), 0),  # base.view(n, m).t()
-        "slice": ((2 * n + 1, 2), 2 * n + 2),  # base.view(m + 1, 2n + 1)[1:, 1::2]
-        "transposed-slice": ((1, 2 * (m + 1)), 1),  # base.view(2n, m + 1).t()[1:, ::2]
-        "row-broadcast": ((0, 1), 0),  # base.view(1, n).expand(m, n)
-        "col-broadcast": ((1, 0), 0),  # base.view(m, 1).expand(m, n)
-        "scalar-broadcast": ((0, 0), 0),  # base.view(1, 1).expand(m, n)
-        # base.as_strided((m, n), (n // 2, 1)): each row starts inside the one before it
-        "overlapping": ((max(1, n // 2), 1), 0),
-    }
-    if layout not in shapes:
-        raise ValueError(f"unknown layout {layout!r}; choose one of {', '.join(LAYOUTS)}.")
-    strides, offset = shapes[layout]
-    return Geometry(rows, cols, strides, offset)
+def geometry(name: str, rows: int, cols: int) -> Geometry:
+    """The strides and offset of a `name` view of shape (rows, cols), as PyTorch builds it
+    (`layouts.LAYOUT[name].code`)."""
+    chosen = layouts.layout(name)
+    return Geometry(rows, cols, chosen.strides(rows, cols), chosen.offset(rows, cols))
 
 
 def storage_indices(g: Geometry) -> torch.Tensor:
@@ -109,8 +85,7 @@ def sentinel_view(
     row, so a kernel that adds the offset twice or loads without a mask still reads
     NaN inside the allocation instead of stray memory.
     """
-    if fill not in FILLS:
-        raise ValueError(f"unknown fill {fill!r}; choose one of {', '.join(FILLS)}.")
+    layouts.fill(fill)  # refuses an unknown fill
     pad = g.footprint_end + g.offset + triton.next_power_of_2(g.cols) * max(g.strides[1], 1) + 64
     storage = torch.full((g.footprint_end + pad,), float("nan"), dtype=torch.float64)
     used = storage_indices(g).flatten().unique()
