@@ -10,13 +10,17 @@ exporter keeps nbgrader's columns and adds:
   grade yet: `not_graded_yet` names it, and the scores count only what is graded so far);
   `review` (graded, but held for an instructor's review, `grader.grading.decisions`: the
   grade is computed and kept, not released); `ungradable` (nbgrader has the submission but
-  could not grade it); `missing` (on the roster, nothing submitted); `not graded`
-  (submitted, or resubmitted since it was graded, and not autograded since);
+  could not grade it); `not gradable as is` (nothing collected, but the LMS's download holds
+  a file of theirs collect could not take: a `.py`, a renamed notebook, `grader.uploads`;
+  such a student is listed even when not on the roster); `missing` (on the roster, nothing
+  submitted); `not graded` (submitted, or resubmitted since it was graded, and not
+  autograded since);
 - `cause`: why an ungradable submission was not graded, from its grading record
   (`grader.grading.grading_log`), else "no autograded notebook; see the autograde log"; why
   a held grade is held (each hold's cell, line, words and rule) and the command that
-  decides; for the other statuses what the score still lacks (a hand grade, a submission
-  time);
+  decides; for a file not gradable as is, the file, why, and the command that takes it in;
+  for the other statuses what the score still lacks (a hand grade, a submission time, the
+  timing cell's points when grading ran without a GPU);
 - `not_graded_yet`: the hand-graded cells still without a grade, with their points;
 - `lms_late`: `yes` or `no` as the LMS marked the submission (Canvas's `late_`, kept by
   `grader.collect`), empty when unknown;
@@ -33,6 +37,12 @@ The penalty is the configured late policy (`AssignLatePenalties.plugin_class`,
 `grader.grading.late`) applied to each notebook's current score, as autograde applies it; a
 manual grade added after autograde is penalised alike. Where a late policy applies and a
 submission has no time, the log says so, loudly, and so does its `cause`.
+
+Grading without a GPU: the timing cell finds no CUDA device and scores 0 (its grading record
+says so, `grader.cohort.sidecars.timed_without_gpu`). The export keeps nbgrader's score and
+maximum, so what goes to the LMS is what the gradebook holds and one regrade on a GPU mends
+it, rather than a maximum that differs by row; it says so at export time (how many students,
+the points, the regrade command) and in each such row's `cause`.
 Configured in `nbgrader_config.py` with `c.ExportApp.plugin_class`; run `nbgrader export`
 (`--to FILE`, default `grades.csv`).
 """
@@ -52,6 +62,7 @@ from grader.grading.decisions import Review, review_of
 from grader.grading.grading_log import read_record, submission_fingerprint
 from grader.grading.late import notebook_penalty, policy_applies
 from grader.terminal import visible
+from grader.uploads import not_gradable
 
 NBGRADER_COLUMNS = (
     "assignment",
@@ -80,6 +91,7 @@ COLUMNS = (
 
 GRADED, UNGRADABLE, MISSING, NOT_GRADED = "graded", "ungradable", "missing", "not graded"
 HAND_PENDING = "hand grading pending"
+NOT_GRADABLE_AS_IS = "not gradable as is"
 REVIEW = "review"
 DECIDE = "decide with python -m grader.review ASSIGNMENT --student STUDENT"
 NO_NOTEBOOK = "no autograded notebook; see the autograde log"
@@ -88,6 +100,8 @@ RESUBMITTED = (
     "resubmitted since it was graded: autograde it again "
     "(python -m grader.parallel ASSIGNMENT --changed)"
 )
+NO_GPU = "graded without a GPU (the timing cell found no CUDA device)"
+REGRADE_ON_GPU = "python -m grader.parallel ASSIGNMENT --course . --student STUDENT"
 NO_TIME = (
     "no submission time, so no late penalty could apply: collect with the LMS's times "
     '(docs/instructor-guide.md, "Submission times")'
@@ -122,6 +136,14 @@ def _text(value: object) -> str:
     return "" if value is None else str(value)
 
 
+class _Unlisted:
+    """A student not on the gradebook's roster, known only by the id in their upload."""
+
+    def __init__(self, student_id: str):
+        self.id = student_id
+        self.last_name = self.first_name = self.email = None
+
+
 class StatusCsvExport(CsvExportPlugin):
     """nbgrader's CSV export plus seconds_late, status and cause; no score unless graded."""
 
@@ -143,12 +165,24 @@ class StatusCsvExport(CsvExportPlugin):
             for assignment in gradebook.assignments:
                 if assignments and assignment.name not in assignments:
                     continue
-                for student in gradebook.students:
+                uploads = self._not_gradable(Path(coursedir.root), assignment.name)
+                listed = {student.id for student in gradebook.students}
+                unlisted = [_Unlisted(s) for s in sorted(set(uploads) - listed)]
+                for student in [*gradebook.students, *unlisted]:
                     if students and student.id not in students:
                         continue
-                    rows.append(self.row(gradebook, coursedir, late, assignment, student))
+                    rows.append(self.row(gradebook, coursedir, late, assignment, student, uploads))
                     writer.writerow(rows[-1])
         self._warn(rows)
+
+    def _not_gradable(self, root: Path, assignment: str) -> dict[str, str]:
+        """`grader.uploads.not_gradable`; a corrupt record is said in one line, and its
+        students are then "missing" until collect rewrites it."""
+        try:
+            return not_gradable(root, assignment)
+        except ValueError as exc:
+            self.log.error("%s: run python -m grader.collect %s to rewrite it", exc, assignment)
+            return {}
 
     def _warn(self, rows: list[dict]) -> None:
         """Say, loudly, which scores are not final: hand grades to come, times missing (the
@@ -171,6 +205,17 @@ class StatusCsvExport(CsvExportPlugin):
                 REVIEW,
                 ", ".join(held),
             )
+        as_is = [visible(r["student_id"]) for r in rows if r["status"] == NOT_GRADABLE_AS_IS]
+        if as_is:
+            self.log.warning(
+                "%d student(s) submitted only files not gradable as is (status %r, the file "
+                "and the fix in cause): %s. Take a renamed notebook in with python -m "
+                "grader.collect ASSIGNMENT --take STUDENT FILE; ask for the notebook otherwise.",
+                len(as_is),
+                NOT_GRADABLE_AS_IS,
+                ", ".join(as_is),
+            )
+        self._warn_no_gpu(rows)
         untimed = [visible(r["student_id"]) for r in rows if NO_TIME in r["cause"]]
         if untimed:
             self.log.warning(
@@ -180,8 +225,72 @@ class StatusCsvExport(CsvExportPlugin):
                 ", ".join(untimed),
             )
 
-    def row(self, gradebook: Gradebook, coursedir: CourseDirectory, late, assignment, student):
-        """The CSV row of one student and assignment, as a dict of strings."""
+    def _warn_no_gpu(self, rows: list[dict]) -> None:
+        """Say how many students lost the timing cell's points to grading without a GPU, and
+        the command that regrades them on one."""
+        for assignment in dict.fromkeys(r["assignment"] for r in rows):
+            lost = [r for r in rows if r["assignment"] == assignment and NO_GPU in r["cause"]]
+            if not lost:
+                continue
+            points = sum(self._timing[assignment].values())
+            whom = " ".join(f"--student {visible(r['student_id'])}" for r in lost)
+            command = REGRADE_ON_GPU.replace("ASSIGNMENT", assignment)
+            self.log.warning(
+                "%d student(s) got 0 of the timing cell's %g points because grading ran "
+                "without a GPU (no CUDA device): %s. Regrade them on a GPU machine: %s "
+                "(or the whole cohort: %s), then export again.",
+                len(lost),
+                points,
+                ", ".join(visible(r["student_id"]) for r in lost),
+                command.replace("--student STUDENT", whom),
+                command.replace(" --student STUDENT", ""),
+            )
+
+    def _timing_cells(self, assignment) -> dict[tuple[str, str], float]:
+        """{(notebook, cell): points} of the assignment's timing cells (those that call
+        `timing_points`), from the gradebook's source cells; cached per assignment."""
+        from grader.cohort.cell_keys import calls_function
+
+        cache = self.__dict__.setdefault("_timing", {})
+        if assignment.name not in cache:
+            cache[assignment.name] = {
+                (notebook.name, cell.name): float(cell.max_score or 0)
+                for notebook in assignment.notebooks
+                for cell in notebook.grade_cells
+                if calls_function(_source(notebook, cell.name), "timing_points")
+            }
+        return cache[assignment.name]
+
+    def _no_gpu(self, root: Path, assignment, student: str, notebooks) -> str:
+        """The cause's note when the student's timing cell ran without a GPU; "" else."""
+        from grader.cohort.sidecars import timed_without_gpu
+
+        timing = self._timing_cells(assignment)
+        if not timing or not timed_without_gpu(root, assignment.name, student):
+            return ""
+        score = sum(
+            float(grade.score or 0)
+            for notebook in notebooks
+            for grade in notebook.grades
+            if (notebook.name, grade.name) in timing
+        )
+        command = REGRADE_ON_GPU.replace("ASSIGNMENT", assignment.name)
+        return (
+            f"{score:g} of the timing cell's {sum(timing.values()):g} points: {NO_GPU}; "
+            f"regrade on a GPU machine: {command.replace('STUDENT', student)}"
+        )
+
+    def row(
+        self,
+        gradebook: Gradebook,
+        coursedir: CourseDirectory,
+        late,
+        assignment,
+        student,
+        uploads: dict[str, str] | None = None,
+    ):
+        """The CSV row of one student and assignment, as a dict of strings; `uploads` (from
+        `grader.uploads.not_gradable`) tells "not gradable as is" from "missing"."""
         row = dict.fromkeys(COLUMNS, "")
         row.update(
             assignment=assignment.name,
@@ -200,6 +309,8 @@ class StatusCsvExport(CsvExportPlugin):
             )
             if Path(submitted).is_dir():
                 row.update(status=NOT_GRADED, cause=NOT_AUTOGRADED)
+            elif student.id in (uploads or {}):
+                row.update(status=NOT_GRADABLE_AS_IS, cause=uploads[student.id])
             else:
                 row.update(status=MISSING)
             return row
@@ -224,6 +335,9 @@ class StatusCsvExport(CsvExportPlugin):
             notes.append(f"{'; '.join(waiting)} not graded yet: grade it by hand, then export")
         if submission.timestamp is None and assignment.duedate and policy_applies(late):
             notes.append(NO_TIME)
+        no_gpu = self._no_gpu(Path(coursedir.root), assignment, student.id, notebooks)
+        if no_gpu:
+            notes.append(no_gpu)
         row["cause"] = "; ".join(notes)
         raw = float(submission.score)
         penalty = sum(
@@ -272,6 +386,11 @@ def not_graded_yet(notebooks) -> list[str]:
         for grade in notebook.grades
         if grade.auto_score is None and grade.manual_score is None
     ]
+
+
+def _source(notebook, cell: str) -> str:
+    """A cell's source as the gradebook keeps it (nbgrader's), "" when it keeps none."""
+    return next((c.source or "" for c in notebook.source_cells if c.name == cell), "")
 
 
 def _lms_late(coursedir: CourseDirectory, assignment, student) -> str:

@@ -22,19 +22,22 @@ from nbgrader.preprocessors import AssignLatePenalties
 from nbgrader.utils import parse_utc
 from traitlets.config import Config
 
-from grader import cohort, course
+from grader import cohort, course, uploads
 from grader.course import ASSIGNMENT
 from grader.export import (
     COLUMNS,
     NBGRADER_COLUMNS,
     NO_NOTEBOOK,
     NO_TIME,
+    NOT_GRADABLE_AS_IS,
     RESUBMITTED,
     StatusCsvExport,
 )
 from grader.grading.grading_log import STOPPED, GradingLog, submission_fingerprint
 from grader.grading.late import DailyLatePenalty
 from grader.sample_cohort import DUE, LATE, ON_TIME
+from grader.uploads import Upload
+from learning.workshops.checking.sidecars import RecordError
 
 NOTEBOOK = course.NOTEBOOK.removesuffix(".ipynb")
 DIED = "the kernel died: Kernel died while waiting for execute reply."
@@ -313,3 +316,88 @@ def test_no_time_under_a_late_policy_and_the_lms_marker(fake_course, caplog):
     assert (rows["graded"]["status"], rows["graded"]["cause"]) == ("graded", NO_TIME)
     assert "NO SUBMISSION TIME for 1 submission(s) under a late policy" in caplog.text
     assert (rows["late"]["lms_late"], rows["graded"]["lms_late"]) == ("yes", "")
+
+
+def test_a_student_whose_only_upload_is_not_gradable_as_is(fake_course, caplog):
+    """With collect's record of uploads it could not take, is a roster student with nothing
+    submitted "not gradable as is" with the file, why and fix; a student not on the roster
+    listed too; and one with a submission left as it was (graded, not graded)?"""
+    reason = "a .py file, not the notebook"
+    records = [
+        Upload(s, "s.zip", f"x_{n}_9_strided_softmax.py", reason, "ask for it", "")
+        for s, n in (("missing", 1), ("stranger", 2), ("graded", 3), ("pending", 4))
+    ]
+    uploads.write(fake_course, ASSIGNMENT, records)
+    with caplog.at_level("WARNING"):
+        rows = {row["student_id"]: row for row in _export(fake_course)}
+    said = f"submitted, not gradable as is: strided_softmax.py ({reason}); ask for it"
+    for student in ("missing", "stranger"):
+        assert (rows[student]["status"], rows[student]["cause"]) == (NOT_GRADABLE_AS_IS, said)
+        assert rows[student]["score"] == ""
+    assert list(rows)[-1] == "stranger"
+    assert (rows["graded"]["status"], rows["pending"]["status"]) == ("graded", "not graded")
+    assert "2 student(s) submitted only files not gradable as is" in caplog.text
+    assert "missing, stranger" in caplog.text
+
+
+def test_a_corrupt_uploads_record_is_said_in_one_line(fake_course, caplog):
+    """Is a corrupt record refused by its loader with the reason, and does the export say
+    so in one line and carry on?"""
+    uploads.record_path(fake_course, ASSIGNMENT).parent.mkdir(parents=True)
+    uploads.record_path(fake_course, ASSIGNMENT).write_text('{"schema": "i1-uploads/1"}')
+    with pytest.raises(RecordError, match="uploads is None, not a list"):
+        uploads.not_gradable(fake_course, ASSIGNMENT)
+    with caplog.at_level("ERROR"):
+        rows = {row["student_id"]: row for row in _export(fake_course)}
+    assert rows["missing"]["status"] == "missing"
+    assert "i1_uploads.json: uploads is None, not a list: run python -m grader.collect" in (
+        caplog.text
+    )
+
+
+def _timed_without_gpu(root: Path, student: str) -> None:
+    """A grading record whose timing cell raised NoCudaError, logged as the trusted side's
+    Runner logs it in autograde."""
+    from types import SimpleNamespace
+
+    from grader.grading.runner import Runner
+    from learning.workshops.measuring.timing import NoCudaError
+
+    log = GradingLog(root, ASSIGNMENT, student).begin()
+    runner = Runner(root, None, None, SimpleNamespace(impl=root / course.NOTEBOOK))
+    runner.say = log.say
+
+    def timing_points(**_):
+        raise NoCudaError("no CUDA device")
+
+    runner.timing_points = timing_points
+    runner.run("timing_points", [], {"max_points": 4})
+    log.finish()
+
+
+def test_grading_without_a_gpu_is_said_at_export_and_in_the_cause(fake_course, caplog):
+    """When test_b is the timing cell and a student's grading found no CUDA device, does the
+    export keep the score and maximum, and say in the cause and in one warning how many lost
+    its points and the command that regrades them on a GPU; and nothing for a student whose
+    timing ran?"""
+    with Gradebook(f"sqlite:///{fake_course / 'gradebook.db'}") as gradebook:
+        gradebook.add_source_cell(
+            "test_b", NOTEBOOK, ASSIGNMENT, cell_type="code", source="timing_points(x)"
+        )
+        grade = gradebook.find_grade("test_b", NOTEBOOK, ASSIGNMENT, "graded")
+        grade.auto_score = 0.0
+        gradebook.db.commit()
+    _timed_without_gpu(fake_course, "graded")
+    with caplog.at_level("WARNING"):
+        rows = {row["student_id"]: row for row in _export(fake_course)}
+    command = f"python -m grader.parallel {ASSIGNMENT} --course . --student graded"
+    graded = rows["graded"]
+    assert (graded["status"], graded["score"], graded["max_score"]) == ("graded", "6.0", "10.0")
+    assert graded["cause"] == (
+        "0 of the timing cell's 4 points: graded without a GPU (the timing cell found no CUDA "
+        f"device); regrade on a GPU machine: {command}"
+    )
+    assert rows["late"]["cause"] == ""
+    warning = next(r.message for r in caplog.records if "without a GPU" in r.message)
+    assert warning.startswith("1 student(s) got 0 of the timing cell's 4 points because ")
+    assert f"Regrade them on a GPU machine: {command} (or the whole cohort: " in warning
