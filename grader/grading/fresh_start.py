@@ -12,7 +12,10 @@ write from). It also keeps the earlier submission time when the new submission h
 `Autograde.init_destination` (the first step on each student) so that every submission
 autograde takes up, and every one it refuses (`grader.grading.submission_files`), first
 loses all of that (`forget_previous_grading`). Hand grades stay: whether they still apply is
-decided once the new notebook is read (`grader.grading.hand_grading.KeepHandGrades`).
+decided once the new notebook is read (`grader.grading.hand_grading.KeepHandGrades`). So does
+the student's extension, which is the submission's row's and not a grading's; and the course's
+extensions file gives it to the row before each grading (`grader.grading.extensions`), so that
+a first grading, and one into a gradebook made again, honours it too.
 """
 
 from __future__ import annotations
@@ -71,9 +74,11 @@ def forget_previous_grading(
 
 def start_regrades_fresh() -> None:
     """Make nbgrader's Autograde forget a student's earlier grading before it grades them
-    again or refuses their submission. Calling it again changes nothing."""
+    again or refuses their submission, and give the submission the course's extension for
+    them (`honour_extension`). Calling it again changes nothing."""
     from nbgrader.converters import Autograde
 
+    from grader.grading.extensions import honour_extension
     from grader.grading.grading_log import GradingLog, submission_fingerprint
     from grader.grading.submission_files import SubmissionRefused
 
@@ -93,6 +98,7 @@ def start_regrades_fresh() -> None:
             raise
         if taken and self._sanitizing:
             forget_previous_grading(self.coursedir, assignment_id, student_id)
+            honour_extension(self.coursedir, assignment_id, student_id)
         return taken
 
     init_destination._starts_fresh = True

@@ -7,9 +7,11 @@ after the due date plus `grace_minutes`, and never goes below zero. With the def
 
 nbgrader's `AssignLatePenalties` (in the autograde pipeline) calls the plugin with each
 notebook's score and the submission's seconds past its due date (the gradebook's due date,
-plus any extension) and stores the penalty in the gradebook; `grader.export` applies the
-same plugin again to the current score, so manual grades added later are penalised alike,
-and `refresh_penalties` stores that penalty again (`grader.handgrade` after each hand grade,
+plus the student's extension: `grader.grading.extensions`, which the course's extensions file
+gives the gradebook before autograde reads it) and stores the penalty in the gradebook;
+`grader.export` applies the same plugin again to the current score, so manual grades added
+later are penalised alike, and `refresh_penalties` stores that penalty again
+(`grader.handgrade` after each hand grade, `grader.extension` after an extension,
 `grader.feedback` before feedback is written), so that feedback shows it too.
 Configured in `nbgrader_config.py`:
 
