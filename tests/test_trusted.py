@@ -8,6 +8,7 @@ from sandboxing import needs_sandbox
 from grader.grading import ahead as checks_ahead
 from grader.grading import trusted
 from grader.grading.hidden import Draw, hidden_cases, hidden_views, run_function_check
+from grader.grading.hidden_regions import hidden_checks, hidden_region
 from grader.zoo import REFERENCE
 from learning.workshops.checking.isolation import Session
 
@@ -23,12 +24,12 @@ timing_points(max_points=2)
 
 def test_hidden_checks_are_read_from_the_region():
     """Does the trusted side find which checks a hidden region calls, with their arguments?"""
-    region = trusted.hidden_region(REGION)
-    assert trusted.hidden_checks(region) == [
+    region = hidden_region(REGION)
+    assert hidden_checks(region) == [
         ("expect_hidden", ["strided_softmax"], {}),
         ("timing_points", [], {"max_points": 2}),
     ]
-    assert trusted.hidden_region("print('no hidden tests')") is None
+    assert hidden_region("print('no hidden tests')") is None
 
 
 def test_a_smoke_tests_output_in_a_hidden_cell_cannot_score():
@@ -115,9 +116,7 @@ def test_what_the_sandbox_cuts_out_is_what_gets_graded():
 
     source = 'x = 1\n# BEGIN HIDDEN TESTS\nexpect_hidden("copy_rows")\n# END HIDDEN TESTS\ny = 2'
     assert strip_hidden_tests(source) == "x = 1\ny = 2"
-    assert trusted.hidden_checks(trusted.hidden_region(source)) == [
-        ("expect_hidden", ["copy_rows"], {})
-    ]
+    assert hidden_checks(hidden_region(source)) == [("expect_hidden", ["copy_rows"], {})]
 
 
 @needs_sandbox
@@ -136,8 +135,8 @@ def test_checks_shared_between_two_children_run_as_in_one():
     for cell in nb.cells:
         if cell.cell_type == "code" and cell.metadata.get("nbgrader", {}).get("solution"):
             cell.source = apply(cell.source, bug.edits, skip_absent=True)
-    regions = [trusted.hidden_region(c.source) for c in nb.cells if c.cell_type == "code"]
-    checks = [check for region in regions if region for check in trusted.hidden_checks(region)]
+    regions = [hidden_region(c.source) for c in nb.cells if c.cell_type == "code"]
+    checks = [check for region in regions if region for check in hidden_checks(region)]
     plan = [
         (checks_ahead.RUN_AHEAD[name], (args[0],))
         for name, args, _ in checks

@@ -22,7 +22,7 @@ from traitlets import Integer
 from grader.grading.course_cells import CourseCell, course_for
 from grader.grading.execute import AHEAD
 from grader.grading.grading_log import course_root
-from grader.grading.hidden_regions import CHECKS, hidden_checks, hidden_region  # noqa: F401
+from grader.grading.hidden_regions import hidden_checks
 from grader.seeding import MissingSecret
 
 # torch, triton and the modules that import them (grader.grading.hidden, the checking's cases,

@@ -24,7 +24,6 @@ from nbformat import NotebookNode
 
 from grader.grading.course_cells import CourseCell
 from grader.grading.feedback import hidden_failure, timing_summary
-from grader.grading.hidden_regions import CHECKS, hidden_checks, hidden_region  # noqa: F401
 from grader.grading.timing_record import (
     BANDS,
     MAX_POINTS,

@@ -28,7 +28,6 @@ from traitlets import Float, List, Tuple
 from grader.grading.course_cells import course_for, graded_regions
 from grader.grading.execute import AHEAD
 from grader.grading.grading_log import Hold, course_root, log_for
-from grader.grading.hidden_regions import CHECKS, hidden_checks, hidden_region  # noqa: F401
 from grader.grading.runner import _stream, sandboxed_copy
 from grader.grading.timing_record import (
     BANDS,

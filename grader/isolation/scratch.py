@@ -54,18 +54,6 @@ def remove_tree(folder: Path) -> None:
     shutil.rmtree(folder, ignore_errors=True)
 
 
-def read_regular(path: Path, limit_bytes: int) -> bytes:
-    """At most `limit_bytes` of a file a sandbox wrote, refusing a symlink (to a host file)
-    or a FIFO or device put in its place: OSError for those."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(f"{path} is not a regular file")
-        return os.read(fd, limit_bytes)
-    finally:
-        os.close(fd)
-
-
 @lru_cache(maxsize=1)
 def _libc() -> ctypes.CDLL:
     return ctypes.CDLL(None, use_errno=True)
