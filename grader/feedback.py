@@ -1,6 +1,6 @@
 """Feedback for every student, about their latest submission and nothing older.
 
-    python -m grader.feedback i1_strided_softmax [--course PATH]
+    python -m grader.feedback i1_strided_softmax [--course PATH] [--all]
 
 `nbgrader generate_feedback` alone skips a student whose feedback exists (Canvas downloads
 carry no time to compare), writes nothing for a submission it could not grade, so the old
@@ -17,12 +17,18 @@ command, for each student the gradebook has a submission of:
 - resubmitted since it was graded: its old feedback is removed and none is written until it
   is autograded (`grader.parallel --changed`); the command names them and exits with 1.
 
+Then it says whose pages are new or changed since the last feedback run and zips those, to
+upload (`grader.feedback_bundle`: `reports/feedback/<assignment>-<time>.zip`); `--all` zips
+every page. An ungradable student's page names the cell where the kernel died, when the
+grading record says (`where_it_died`).
+
 Exit status: 0 done, 1 done except for the resubmissions named, 2 a usage error.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import html
 import re
 import shutil
@@ -31,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from grader.course_folder import add_course_option, not_a_course
+from grader.feedback_bundle import Bundle, bundle_changes
 from grader.gradebook import GradebookError, gradebook_url, open_gradebook
 from grader.terminal import visible
 
@@ -66,12 +73,41 @@ def student_reason(cause: str) -> str:
         detail = cause.split(":", 1)[1].strip() if ":" in cause else ""
         return "the file is not a notebook Jupyter can open" + (f" ({detail})" if detail else "")
     if cause.startswith(("dead kernel", "the kernel died")):
-        return "running it stopped the kernel before it finished (a crash, or memory ran out)"
+        where = where_it_died(cause)
+        return (
+            f"running it stopped the kernel{where} before it finished (a crash, or memory ran "
+            f"out){', and no cell after it ran' if where else ''}"
+        )
     if cause.startswith("timeout"):
         return "it was still running when its time was up"
     if cause.startswith("submission refused"):
         return "it is not a plain notebook file (a link, or something else): submit the file"
     return "grading it failed"
+
+
+_DIED_IN = re.compile(
+    r"killed the kernel in (?:(?P<grade_id>\S+) \()?cell (?P<number>\d+) of (?P<cells>\d+)"
+    r"(?:: (?P<code>'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"))?"
+)
+"""Where a dead kernel's cause says it died, as `grader.grading.execute.killing_cell` writes it:
+"in test_pass3 (cell 26 of 60: 'code')", or "in cell 26 of 60: 'code'" for a cell with no
+grade id."""
+
+
+def where_it_died(cause: str) -> str:
+    """ " in cell 26 of 60 (graded as test_pass3)" for a dead kernel's `cause`, "" when it names
+    no cell. A cell's code is shown only where it has no grade id: a test cell's code may be
+    the hidden tests, and a line naming the grader's files is left out."""
+    found = _DIED_IN.search(cause)
+    if found is None:
+        return ""
+    where = f" in cell {found['number']} of {found['cells']}"
+    if found["grade_id"]:
+        return f"{where} (graded as {found['grade_id']})"
+    code = ast.literal_eval(found["code"]) if found["code"] else ""
+    if code and not _INTERNAL.search(code):
+        where += f" ({visible(code)})"
+    return where
 
 
 def ungradable_page(notebook: str, submitted: str, cause: str) -> str:
@@ -148,11 +184,30 @@ def write_feedback(root: Path, assignment: str) -> FeedbackRun:
     return run
 
 
+def bundle_line(bundle: Bundle) -> str:
+    """What to upload, in one line: the bundle of new and changed pages, or nothing."""
+    note = f" ({bundle.note})" if bundle.note else ""
+    withdrawn = ", ".join(map(visible, bundle.withdrawn))
+    gone = f"; withdrawn, no page now: {withdrawn}" if withdrawn else ""
+    if bundle.zip_path is None:
+        return f"no page changed since the last feedback run: nothing to upload{note}"
+    return (
+        f"to upload: {len(bundle.changed)} student(s) with new or changed pages "
+        f"({', '.join(map(visible, bundle.changed)) or 'none'}), {bundle.unchanged} unchanged, "
+        f"in {bundle.zip_path}{gone}{note}"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m grader.feedback", description=__doc__.splitlines()[0]
     )
     parser.add_argument("assignment", help="the assignment, e.g. i1_strided_softmax")
+    parser.add_argument(
+        "--all",
+        action="store_true",
+        help="bundle every page, not only those new or changed since the last feedback run",
+    )
     add_course_option(parser)
     args = parser.parse_args(argv)
     from grader.course import CourseError
@@ -164,6 +219,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         run = write_feedback(Path(args.course), args.assignment)
+        bundle = bundle_changes(Path(args.course), args.assignment, everything=args.all)
     except (CourseError, GradebookError, OSError) as exc:
         print(f"feedback: {visible(exc)}", file=sys.stderr)
         return 2
@@ -172,6 +228,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"held for review, told so: {', '.join(run.held)} (python -m grader.review)")
     if run.ungradable:
         print(f"could not be graded, told so: {', '.join(map(visible, run.ungradable))}")
+    print(bundle_line(bundle))
     if run.resubmitted:
         print(
             f"RESUBMITTED since graded, no feedback until autograded: "
