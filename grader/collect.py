@@ -63,6 +63,7 @@ from pathlib import Path
 from grader import uploads
 from grader.course_folder import add_course_option, not_a_course
 from grader.gradebook import GradebookError, gradebook_url, open_gradebook
+from grader.grading.extensions import own_due_date
 from grader.terminal import visible
 from grader.uploads import Upload
 
@@ -473,7 +474,9 @@ def collect(
     for student, take in plan.items():
         (report.resubmitted if take.target.is_dir() else report.new).append(student)
         _take(student, take)
-        report.lines += _notes(student, take.files, take.when, due, applies)
+        report.lines += _notes(
+            student, take.files, take.when, own_due_date(root, assignment, student, due), applies
+        )
     report.uploads = _uploads(seen)
     uploads.write(root, assignment, report.uploads)
     report.lines += [_upload_line(seen, upload) for upload in report.uploads]
@@ -524,7 +527,9 @@ def take(
             f"taken: {student}: {name} in {download} ({why}) as {takes_as}, submitted "
             f"{done.stamp or 'at no known time'}"
         )
-        report.lines += _notes(student, done.files, done.when, due, applies)
+        report.lines += _notes(
+            student, done.files, done.when, own_due_date(root, assignment, student, due), applies
+        )
     report.uploads = _uploads(seen)
     uploads.write(root, assignment, report.uploads)
     return report

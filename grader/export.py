@@ -59,6 +59,7 @@ from nbgrader.plugins import CsvExportPlugin
 
 from grader.collect import read_evidence
 from grader.grading.decisions import Review, review_of
+from grader.grading.extensions import own_due_date
 from grader.grading.grading_log import read_record, submission_fingerprint
 from grader.grading.late import notebook_penalty, policy_applies
 from grader.terminal import visible
@@ -294,7 +295,9 @@ class StatusCsvExport(CsvExportPlugin):
         row = dict.fromkeys(COLUMNS, "")
         row.update(
             assignment=assignment.name,
-            duedate=_text(assignment.duedate),
+            duedate=_text(
+                own_due_date(Path(coursedir.root), assignment.name, student.id, assignment.duedate)
+            ),
             student_id=student.id,
             last_name=_text(student.last_name),
             first_name=_text(student.first_name),
@@ -315,7 +318,11 @@ class StatusCsvExport(CsvExportPlugin):
                 row.update(status=MISSING)
             return row
         seconds_late = float(submission.total_seconds_late)
-        row.update(timestamp=_text(submission.timestamp), seconds_late=_number(seconds_late))
+        row.update(
+            duedate=_text(submission.duedate),
+            timestamp=_text(submission.timestamp),
+            seconds_late=_number(seconds_late),
+        )
         folder = coursedir.format_path(coursedir.autograded_directory, student.id, assignment.name)
         notebooks = list(submission.notebooks)
         status, cause = submission_outcome(

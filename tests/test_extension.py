@@ -331,6 +331,8 @@ def test_nbgrader_export_shows_the_penalty_after_the_extension(course_folder):
     late = exported()["late"]
     columns = ("status", "seconds_late", "raw_score", "late_submission_penalty", "score")
     assert tuple(late[c] for c in columns) == ("graded", "0.0", "10.0", "0.0", "10.0")
+    assert late["duedate"] == "2026-12-03 09:00:00"  # the student's own
     grant(course_folder, "--student", "late", "--remove")
     late = exported()["late"]
     assert tuple(late[c] for c in columns) == ("graded", "59400.0", "10.0", "1.0", "9.0")
+    assert late["duedate"] != "2026-12-03 09:00:00"
