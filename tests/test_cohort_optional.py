@@ -78,7 +78,7 @@ def test_a_zero_point_check_is_optional_and_an_extra_credit_cell_keeps_its_credi
             cell(name="hidden_opt", max_score=0.0, cell_type="code"),
         ],
     )
-    found = {c.name: (c.kind, c.max_score) for c in _cells(notebook, {"hidden_opt": 1.0})}
+    found = {c.name: (c.kind, c.max_score) for c in _cells(notebook, {"hidden_opt": 1.0}, {})}
     assert found == {
         "test_a": ("public", 1.0),
         "test_opt": ("optional", 0.0),
@@ -100,8 +100,8 @@ def test_pass_rates_draw_the_required_cells_and_the_extra_credit_apart(tmp_path)
     assert not {"pass:test_opt", "pass:hidden_opt"} & set(bars)
     assert bars["extra:hidden_opt"].get_width() == pytest.approx(100 / 3)
     [optional] = [ax for ax in figure.axes if ax.get_label() == "optional sections"]
-    assert [t.get_text() for t in optional.texts] == ["1 earned, 1 tried, 1 skipped"]
-    assert "not drawn: test_opt, 0-point checks" in optional.get_xlabel()
+    assert [t.get_text() for t in optional.texts] == ["1 earned, 1 tried,\n1 skipped"]
+    assert "not drawn: test_opt,\n0-point checks" in optional.get_xlabel()
     assert [t.get_text() for t in optional.get_yticklabels()] == ["hidden_opt (1 pt)"]
 
 
@@ -150,7 +150,8 @@ def test_totals_show_the_raw_score_and_the_score_after_the_late_penalty(tmp_path
     assert "Late: 1: ada (24.0 h, -0.4 points)." in lines
     assert any(line.endswith("after late penalties, as exported: 2.53.") for line in lines)
     assert (
-        "Optional sections, extra credit beyond the maximum, of the 3 graded students: "
+        "Optional sections, extra credit beyond the maximum, per section, of the 3 graded "
+        "students: "
         "hidden_opt: 1 earned, 1 tried without credit, 1 skipped."
     ) in lines
 

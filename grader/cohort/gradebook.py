@@ -6,11 +6,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
+import nbformat
 from tqdm import tqdm
 
 from grader.cohort.cell_keys import calls_function, sidecar_keys
 from grader.cohort.records import (
     EXTRA,
+    NOT_GRADABLE,
     OPTIONAL,
     CellGrade,
     CellInfo,
@@ -18,6 +20,7 @@ from grader.cohort.records import (
     StudentRecord,
 )
 from grader.grading.extra_credit import configured_points
+from grader.student_order import student_key
 from grader.terminal import visible
 
 PROGRESS_FROM = 50
@@ -45,13 +48,25 @@ def load_gradebook(course: Path, assignment: str) -> tuple[list[CellInfo], list[
                 f"the name, or run `nbgrader generate_assignment {assignment}` in {course} first"
             ) from None
         extra = configured_points(Path(course))
-        cells = [cell for nb in found.notebooks for cell in _cells(nb, extra)]
+        cells = [
+            cell
+            for nb in found.notebooks
+            for cell in _cells(nb, extra, headings(Path(course), assignment, nb.name))
+        ]
         late = _late_plugin(Path(course))
+        released = {nb.name: _release_checksums(nb) for nb in found.notebooks}
+        uploads = not_gradable(Path(course), assignment)
         students = [
-            _student_record(gradebook, course, assignment, student.id, late)
+            _student_record(gradebook, course, assignment, student, late, released, uploads)
             for student in progress(gradebook.students, "reading the gradebook")
         ]
-    students.sort(key=lambda s: s.student)
+    listed = {record.student for record in students}
+    students += [
+        StudentRecord(s, False, False, False, None, not_gradable=why)
+        for s, why in uploads.items()
+        if s not in listed
+    ]
+    students.sort(key=lambda s: student_key(s.student))
     return cells, students
 
 
@@ -94,10 +109,31 @@ def _late_plugin(course: Path):
         raise CohortError(f"cannot load the late policy of {course}: {exc}") from None
 
 
-def _cells(notebook, extra: dict[str, float]) -> list[CellInfo]:
-    """A notebook's grade cells in notebook order, each with its kind and sidecar keys; an
-    extra-credit cell (0 points, `extra` gives its credit) counts its credit as its points,
-    and another 0-point test cell is optional (it scores 0 of 0 whatever it did)."""
+def headings(course: Path, assignment: str, notebook: str) -> dict[str, str]:
+    """{grade id: the heading (`#` or `##`) above its cell} in the course's source notebook,
+    else its release; {} when neither is readable."""
+    for folder in ("source", "release"):
+        try:
+            nb = nbformat.read(course / folder / assignment / f"{notebook}.ipynb", as_version=4)
+        except (OSError, ValueError):
+            continue
+        found, heading = {}, ""
+        for cell in nb.cells:
+            first = cell.source.lstrip().split("\n", 1)[0] if cell.source.strip() else ""
+            if cell.cell_type == "markdown" and first.startswith(("# ", "## ")):
+                heading = first.lstrip("#").strip()
+            grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+            if grade_id:
+                found[grade_id] = heading
+        return found
+    return {}
+
+
+def _cells(notebook, extra: dict[str, float], sections: dict[str, str]) -> list[CellInfo]:
+    """A notebook's grade cells in notebook order, each with its kind, sidecar keys and
+    section (`sections`: grade id -> heading); an extra-credit cell (0 points, `extra` gives
+    its credit) counts its credit as its points, and another 0-point test cell is optional
+    (it scores 0 of 0 whatever it did)."""
     sources = {cell.name: cell.source or "" for cell in notebook.source_cells}
     order = {name: i for i, name in enumerate(sources)}
     manual = {cell.name for cell in notebook.solution_cells}
@@ -112,6 +148,7 @@ def _cells(notebook, extra: dict[str, float]) -> list[CellInfo]:
                 EXTRA if cell.name in extra and not cell.max_score else _kind(cell, source, manual),
                 sidecar_keys(source),
                 calls_function(source, "timing_points"),
+                sections.get(cell.name, ""),
             )
         )
     return cells
@@ -126,34 +163,50 @@ def _kind(cell, source: str, manual: set[str]) -> str:
     return "hidden" if "BEGIN HIDDEN TESTS" in source else "public"
 
 
-def _student_record(gradebook, course: Path, assignment: str, student: str, late) -> StudentRecord:
+def _student_record(
+    gradebook,
+    course: Path,
+    assignment: str,
+    roster,
+    late,
+    released: dict[str, dict[str, str]],
+    uploads: dict[str, str],
+) -> StudentRecord:
     from nbgrader.api import MissingEntry
 
+    student = roster.id
+    name = " ".join(part for part in (roster.first_name, roster.last_name) if part)
     folder = Path(course) / "autograded" / student / assignment
     submitted_folder = (Path(course) / "submitted" / student / assignment).is_dir()
     try:
         submission = gradebook.find_submission(assignment, student)
     except MissingEntry:
-        return StudentRecord(student, False, False, submitted_folder, None)
+        why = uploads.get(student, "")
+        return StudentRecord(
+            student, False, False, submitted_folder, None, name=name, not_gradable=why
+        )
     notebooks = [nb.name for nb in submission.notebooks]
     from grader.export import NOT_GRADED, UNGRADABLE, submission_outcome  # imports nbgrader
     from grader.grading.grading_log import read_record
 
     status, cause = submission_outcome(course, assignment, student, folder, notebooks)
     if status == NOT_GRADED:  # resubmitted since graded: the gradebook's grades are not its
-        return StudentRecord(student, False, False, submitted_folder, None)
+        return StudentRecord(student, False, False, submitted_folder, None, name=name)
     from grader.grading.late import notebook_penalty
 
     graded = read_record(course, assignment, student)
     review = _review(course, graded, status)
     seconds_late = float(submission.total_seconds_late)
+    autograded = any((folder / f"{nb}.ipynb").is_file() for nb in notebooks)
     return StudentRecord(
         student,
         True,
-        any((folder / f"{name}.ipynb").is_file() for name in notebooks),
+        autograded,
         submitted_folder,
         seconds_late,
         _grades(submission),
+        name=name,
+        blank=autograded and status != UNGRADABLE and is_blank(folder, released),
         ungradable=cause if status == UNGRADABLE else "",
         restored=tuple(graded.restored) if graded else (),
         flags=tuple(graded.flags) if graded else (),
@@ -168,6 +221,50 @@ def _student_record(gradebook, course: Path, assignment: str, student: str, late
         holds=tuple(visible(str(hold)) for hold in review.holds),
         review=review.words(),
     )
+
+
+def _release_checksums(notebook) -> dict[str, str]:
+    """{grade id: nbgrader's checksum of the released cell} of a notebook's answer cells."""
+    answers = {cell.name for cell in notebook.solution_cells}
+    return {c.name: c.checksum for c in notebook.source_cells if c.name in answers and c.checksum}
+
+
+def is_blank(folder: Path, released: dict[str, dict[str, str]]) -> bool:
+    """Whether every answer cell of the autograded notebooks in `folder` is the release's,
+    unchanged: nothing written. nbgrader's own test (`compute_checksum` against the checksum
+    it stored at generate_assignment; it scores an unchanged hand-graded answer 0 by it), and
+    the cheapest sound one: one notebook read, no rerun; a single answer written is not blank.
+    An answer cell the student deleted is put back as released before grading, so it counts
+    as unchanged."""
+    from nbgrader.utils import compute_checksum
+
+    checked = 0
+    for notebook, checksums in released.items():
+        try:
+            nb = nbformat.read(folder / f"{notebook}.ipynb", as_version=4)
+        except (OSError, ValueError):
+            return False
+        for cell in nb.cells:
+            grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+            if grade_id in checksums:
+                if compute_checksum(cell) != checksums[grade_id]:
+                    return False
+                checked += 1
+    return checked > 0
+
+
+def not_gradable(course: Path, assignment: str) -> dict[str, str]:
+    """{student: which upload is no notebook, and the fix} (`grader.uploads.not_gradable`,
+    NOT_GRADABLE taken off); CohortError for a corrupt record, saying how to rewrite it."""
+    from grader import uploads
+
+    try:
+        found = uploads.not_gradable(course, assignment)
+    except ValueError as exc:
+        raise CohortError(
+            f"{exc}: run python -m grader.collect {assignment} to rewrite it"
+        ) from None
+    return {student: why.removeprefix(f"{NOT_GRADABLE}: ") for student, why in found.items()}
 
 
 def _review(course: Path, graded, status: str):

@@ -13,7 +13,14 @@ from string import Template
 import pandas as pd
 
 from grader.cohort.figures import PLOTS, missing_plots_note
-from grader.cohort.records import OPTIONAL_KINDS, Report, StudentRecord
+from grader.cohort.records import (
+    BLANK,
+    HELD,
+    NOT_GRADABLE,
+    OPTIONAL_KINDS,
+    Report,
+    StudentRecord,
+)
 from grader.cohort.summary import summary_lines
 from grader.cohort.tables import wide_table
 from grader.cohort.timings import (
@@ -118,9 +125,10 @@ def _figures(pngs: list[Path], missing: str) -> str:
 
 
 def _scores_html(table: pd.DataFrame, students: Iterable[StudentRecord] = ()) -> str:
-    """The wide table: a row per student, a column per cell, coloured by outcome; a grade
-    held for review (among `students`) shows its computed scores, and "held for review"
-    where the exported score would be."""
+    """The wide table: a row per student (named as the roster names them, with the id), a
+    column per cell, coloured by outcome; a grade held for review (among `students`) shows its
+    computed scores, and "held for review" where the exported score would be; a blank
+    notebook one cell saying so where its scores would be."""
     held = {r.student for r in students if r.held}
     cells = table.drop_duplicates("cell").sort_values("position")
     head = "".join(
@@ -131,15 +139,19 @@ def _scores_html(table: pd.DataFrame, students: Iterable[StudentRecord] = ()) ->
     hints = table.groupby("student")["hints"].agg(
         lambda h: ", ".join(dict.fromkeys(i for v in h for i in v.split(";") if i))
     )
+    names = table.drop_duplicates("student").set_index("student")["name"]
     body = []
     for student, row in wide_table(table).iterrows():
         scores = "".join(f"<td>{_points(row[column])}</td>" for column in ("total", "late_penalty"))
         if student in held:
-            scores += '<td class="held">held for review</td>'
+            scores += f'<td class="held">{HELD}</td>'
         else:
             scores += f"<td>{_points(row['after_late'])}</td>"
+        who = html.escape(str(student))
+        if names.get(student):
+            who = f"{html.escape(names[student])} <small>({who})</small>"
         body.append(
-            f"<tr><th>{html.escape(str(student))}</th>{_score_tds(table, student, row, cells)}"
+            f"<tr><th>{who}</th>{_score_tds(table, student, row, cells)}"
             f'{scores}<td class="hints">{html.escape(hints.get(student, ""))}</td></tr>'
         )
     return (
@@ -158,7 +170,11 @@ def _score_tds(table: pd.DataFrame, student: str, row: pd.Series, cells: pd.Data
     if row["status"] != "graded":
         reason = table.loc[table["student"] == student, "reason"].iloc[0]
         why = html.escape(f"{row['status']}: {reason}")
-        return f'<td class="missing" colspan="{len(cells)}">{why}</td>'
+        css = "not-gradable" if row["status"] == NOT_GRADABLE else "missing"
+        return f'<td class="{css}" colspan="{len(cells)}">{why}</td>'
+    if row["standing"] == BLANK:
+        why = f"{BLANK}: every answer cell as released (scored 0 by each test)"
+        return f'<td class="blank" colspan="{len(cells)}">{html.escape(why)}</td>'
     mine = table[table["student"] == student].set_index("cell")
     return "".join(
         _score_td(mine.loc[c.cell, "score"], c.max_score, mine.loc[c.cell, "status"], c.kind)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import textwrap
 
 import numpy as np
 import pandas as pd
@@ -10,18 +11,28 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from grader.cohort.records import EXTRA, NOT_DONE_HINTS, OPTIONAL, OPTIONAL_KINDS
+from grader.cohort.records import (
+    BLANK,
+    EXTRA,
+    HELD,
+    NOT_DONE_HINTS,
+    NOT_GRADABLE,
+    OPTIONAL,
+    OPTIONAL_KINDS,
+)
 from grader.cohort.style import COLOURS, message
-from grader.cohort.summary import extra_credit_counts
+from grader.cohort.summary import section_counts
 from grader.cohort.tables import totals
 from learning.workshops.checking.sidecars import HINTS_SIDECAR
 
 
 def plot_scores(table: pd.DataFrame) -> Figure:
-    """Histogram of total points over graded students; the others are named, not drawn."""
+    """Histogram of total points over graded students, those released, held for review (their
+    computed points, not released) and blank (nothing written) apart in the bars; the others
+    are named, not drawn."""
     summed = totals(table)
-    graded = summed[summed["status"] == "graded"]["total"]
-    available = summed.loc[graded.index, "max_total"] if len(graded) else summed["max_total"]
+    graded = summed[summed["status"] == "graded"]
+    available = graded["max_total"] if len(graded) else summed["max_total"]
     max_total = float(available.max()) if len(available) else 0.0
     fig = Figure(figsize=(8, 4.6), layout="constrained")
     ax = fig.add_subplot()
@@ -36,27 +47,55 @@ def plot_scores(table: pd.DataFrame) -> Figure:
     ax.set_ylabel("students")
     left_out = _left_out(summed)
     if left_out:
-        fig.text(0.01, 0.005, "not drawn: " + left_out, fontsize=9, color="#444444")
+        fig.text(0.01, 0.005, "not drawn: " + left_out, fontsize=9, color="#444444", wrap=True)
         fig.get_layout_engine().set(rect=(0, 0.05, 1, 0.95))
     return fig
 
 
-def _histogram(ax: Axes, graded: pd.Series, max_total: float) -> None:
-    """One bar per whole point, each labelled with its count, and the mean; totals above
-    the maximum (extra credit) get their bars too."""
-    top = max(max_total, float(graded.max()))
+STANDINGS = (
+    ("", "released", COLOURS["public"], None),
+    (HELD, f"{HELD}: computed, not released", COLOURS["partial"], "//"),
+    (BLANK, BLANK, COLOURS["missing"], None),
+)
+"""The histogram's bars, stacked: each standing's label, colour and hatch."""
+
+
+def _histogram(ax: Axes, graded: pd.DataFrame, max_total: float) -> None:
+    """One bar per whole point, stacked by standing (released, held for review, blank), each
+    labelled with its count, and the mean; totals above the maximum (extra credit) get their
+    bars too."""
+    total = graded["total"]
+    top = max(max_total, float(total.max()))
     edges = np.arange(0, math.floor(top) + 2) - 0.5
-    counts, _, bars = ax.hist(graded, bins=edges, color=COLOURS["public"], rwidth=0.85)
-    ax.bar_label(bars, labels=[f"{int(c)}" if c else "" for c in counts], fontsize=9)
-    mean = float(graded.mean())
+    bottom = np.zeros(len(edges) - 1)
+    for standing, label, colour, hatch in STANDINGS:
+        mine = total[graded["standing"] == standing]
+        if standing and mine.empty:
+            continue
+        counts, _ = np.histogram(mine, bins=edges)
+        ax.bar(
+            edges[:-1] + 0.5,
+            counts,
+            width=0.85,
+            bottom=bottom,
+            color=colour,
+            hatch=hatch,
+            label=f"{label} ({len(mine)})" if standing else label,
+            gid=f"scores:{label}",
+        )
+        bottom += counts
+    for x, count in zip(edges[:-1] + 0.5, bottom, strict=True):
+        if count:
+            ax.annotate(f"{int(count)}", (x, count), ha="center", va="bottom", fontsize=9)
+    mean = float(total.mean())
     ax.axvline(mean, color=COLOURS["reference"], linestyle="--", linewidth=1, label="mean")
     ax.set_xlim(-0.5, top + 0.5)
-    ax.set_ylim(0, counts.max() * 1.15)
+    ax.set_ylim(0, bottom.max() * 1.15)
     ax.xaxis.get_major_locator().set_params(integer=True)
     ax.yaxis.get_major_locator().set_params(integer=True)
     ax.legend(loc="upper left", fontsize=9)
     ax.set_title(
-        f"Total points of the {len(graded)} graded submissions: mean {mean:.1f} of {max_total:g}",
+        f"Total points of the {len(total)} graded submissions: mean {mean:.1f} of {max_total:g}",
         loc="left",
     )
 
@@ -81,14 +120,17 @@ def _pending_note(table: pd.DataFrame) -> str:
     points, students = _points_with_status(table, "manual")
     if not students:
         return ""
-    return f"; {points:g} points graded by hand are not in yet for {students} students"
+    return f"\n{points:g} points graded by hand are not in yet for {students} students"
 
 
 def _no_gpu_note(table: pd.DataFrame) -> str:
     points, students = _points_with_status(table, "no GPU")
     if not students:
         return ""
-    return f"\nthe timing cell's {points:g} points are left out for {students} students: no GPU"
+    return (
+        f"\nthe timing cell's {points:g} points are left out for {students} students: no GPU "
+        "(to regrade on a GPU: the summary)"
+    )
 
 
 def _points_with_status(table: pd.DataFrame, status: str) -> tuple[float, int]:
@@ -99,28 +141,32 @@ def _points_with_status(table: pd.DataFrame, status: str) -> tuple[float, int]:
 
 def _left_out(summed: pd.DataFrame) -> str:
     parts = []
-    for status in ("ungradable", "not graded", "no submission"):
+    for status in ("ungradable", NOT_GRADABLE, "not graded", "no submission"):
         names = list(summed.index[summed["status"] == status])
         if names:
-            parts.append(f"{len(names)} {status} ({', '.join(names)})")
+            parts.append(f"{len(names)} {status} ({_shorten(', '.join(names))})")
     return "; ".join(parts)
 
 
 def plot_pass_rates(table: pd.DataFrame) -> Figure:
     """For each required test cell, in notebook order: the share of graded students at full
-    marks; below it, apart, each optional section's extra-credit cell: who earned it, who
-    tried without earning it, who skipped it. The optional sections' 0-point checks score 0
-    of 0 whatever they did, so they are named, not drawn.
+    marks; below it, apart, each optional section with extra credit: who earned it, who tried
+    without earning it, who skipped it. The optional sections' 0-point checks score 0 of 0
+    whatever they did, so they are named, not drawn. A blank notebook (nothing written) says
+    nothing about any cell: it is left out, and the title says so.
 
     Students whose timing cell found no GPU are left out of its bar, which says so (grey when
     no student had one)."""
-    graded = table[(table["status"] == "graded") & (table["kind"] != "manual")]
+    blank = table[(table["standing"] == BLANK)]["student"].nunique()
+    graded = table[
+        (table["status"] == "graded") & (table["kind"] != "manual") & (table["standing"] != BLANK)
+    ]
     cells = table[table["kind"] != "manual"].drop_duplicates("cell").sort_values("position")
     required = cells[~cells["kind"].isin(OPTIONAL_KINDS)]
-    extra = cells[cells["kind"] == EXTRA]
+    sections = section_counts(graded)
     checks = list(cells[cells["kind"] == OPTIONAL]["cell"])
     students = graded["student"].nunique()
-    rows = [len(required), len(extra)] if len(extra) else [len(required)]
+    rows = [len(required), len(sections)] if sections else [len(required)]
     fig = Figure(figsize=(8.5, 0.42 * sum(rows) + 1.6 * len(rows) + 0.6), layout="constrained")
     axes = fig.subplots(len(rows), 1, height_ratios=[max(n, 1) for n in rows], squeeze=False)
     ax = axes[0][0]
@@ -134,9 +180,10 @@ def plot_pass_rates(table: pd.DataFrame) -> Figure:
     for y, cell in enumerate(required.itertuples()):
         scores = graded[graded["cell"] == cell.cell]["score"]
         _pass_bar(ax, y, cell, scores, int(no_gpu.get(cell.cell, 0)))
-    _cell_axis(ax, required)
+    _cell_axis(ax, [f"{c.cell} ({c.max_score:g} pt)" for c in required.itertuples()])
+    left_out = f", {blank} blank left out" if blank else ""
     ax.set_title(
-        f"Required: full marks per test cell, {students} graded students (notebook order)",
+        f"Required: full marks per test cell, {students} graded students{left_out}",
         loc="left",
     )
     legend = [
@@ -145,8 +192,9 @@ def plot_pass_rates(table: pd.DataFrame) -> Figure:
         Patch(color=COLOURS["partial"], label="partial credit"),
         Patch(color=COLOURS["missing"], label="no GPU: not run, left out"),
     ]
-    if len(extra):
-        _extra_panel(axes[1][0], extra, graded, students, checks)
+    if sections:
+        points = cells[cells["kind"] == EXTRA].groupby("section")["max_score"].sum()
+        _section_panel(axes[1][0], sections, points.to_dict(), students, checks)
         legend[2:2] = [
             Patch(color=COLOURS[EXTRA], label="extra credit earned"),
             Patch(color=COLOURS[EXTRA], alpha=0.35, label="tried, no extra credit"),
@@ -155,38 +203,45 @@ def plot_pass_rates(table: pd.DataFrame) -> Figure:
     return fig
 
 
-def _cell_axis(ax: Axes, cells: pd.DataFrame) -> None:
-    """One row per cell, named with its points, from 0 to 100 % of the graded students."""
-    ax.set_yticks(range(len(cells)), [f"{c.cell} ({c.max_score:g} pt)" for c in cells.itertuples()])
-    ax.set_ylim(len(cells) - 0.5, -0.5)
-    ax.set_xlim(0, 125)  # room for the labels right of a full bar
+def _cell_axis(ax: Axes, labels: list[str]) -> None:
+    """One row per label, from 0 to 100 % of the graded students."""
+    ax.set_yticks(range(len(labels)), labels)
+    ax.set_ylim(len(labels) - 0.5, -0.5)
+    ax.set_xlim(0, 140)  # room for the labels right of a full bar
     ax.set_xticks(range(0, 101, 20))
     ax.set_xlabel("% of graded students")
 
 
-def _extra_panel(
-    ax: Axes, extra: pd.DataFrame, graded: pd.DataFrame, students: int, checks: list[str]
+def _section_panel(
+    ax: Axes,
+    sections: tuple[tuple[str, int, int, int], ...],
+    points: dict[str, float],
+    students: int,
+    checks: list[str],
 ) -> None:
-    """The optional sections: per extra-credit cell, who earned it, tried it, skipped it."""
+    """The optional sections: per section, who earned its extra credit, tried, skipped it."""
     ax.set_label("optional sections")
-    counts = {cell: rest for cell, *rest in extra_credit_counts(graded)}
-    for y, cell in enumerate(extra.itertuples()):
-        earned, tried, skipped = counts.get(cell.cell, (0, 0, 0))
+    for y, (section, earned, tried, skipped) in enumerate(sections):
         share = [100 * n / students for n in (earned, tried)]
-        ax.barh(y, share[0], color=COLOURS[EXTRA], gid=f"extra:{cell.cell}")
+        ax.barh(y, share[0], color=COLOURS[EXTRA], gid=f"extra:{section}")
         ax.barh(y, share[1], left=share[0], color=COLOURS[EXTRA], alpha=0.35)
-        label = f"{earned} earned, {tried} tried, {skipped} skipped"
+        label = f"{earned} earned, {tried} tried,\n{skipped} skipped"
         ax.text(sum(share) + 1, y, label, va="center", fontsize=9)
-    _cell_axis(ax, extra)
+    _cell_axis(ax, [f"{_wrapped(s)} ({points.get(s, 0):g} pt)" for s, *_ in sections])
     ax.set_title(
-        "Optional sections: extra credit, beyond the maximum (skipping costs nothing)",
+        "Optional sections: extra credit per section, beyond the maximum\n(skipping costs nothing)",
         loc="left",
     )
     if checks:
         ax.set_xlabel(
-            f"% of graded students; not drawn: {', '.join(checks)}, 0-point checks "
+            f"% of graded students; not drawn: {', '.join(checks)},\n0-point checks "
             "(0 of 0 whatever they did)"
         )
+
+
+def _wrapped(text: str, width: int = 32) -> str:
+    """`text` on lines of at most about `width` characters, for a tick label."""
+    return "\n".join(textwrap.wrap(text, width)) or text
 
 
 def _pass_bar(ax: Axes, y: int, cell, scores: pd.Series, no_gpu: int) -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from grader import uploads
 from grader.cohort.timings import Refusal
 from grader.grading.timing_record import TimingRecord
 from learning.workshops.measuring.results import H200_SAMPLE, Results
@@ -26,6 +27,16 @@ OPTIONAL_KINDS = (EXTRA, OPTIONAL)
 """The kinds of the optional sections' cells, kept apart from the required ones."""
 NOT_DONE_HINTS = ("not-attempted", "unfinished")
 """Hint ids that say the work was not done (left as its stub), not that it has a bug."""
+HELD = "held for review"
+"""A graded student's standing when the grade is held (`grader.grading.decisions`): its
+scores are computed, not released."""
+BLANK = "blank: nothing written"
+"""A graded student's standing when every answer cell is the release's, unchanged (nbgrader's
+own cell checksum, as it uses to score an unchanged hand-graded answer 0): the release
+notebook submitted as it was, its zeros no verdict on any one cell."""
+NOT_GRADABLE = uploads.NOT_GRADABLE
+"""The status of a student whose upload could not be collected as a notebook
+(`grader.uploads.not_gradable`): submitted, not missing."""
 
 
 @dataclass(frozen=True)
@@ -38,6 +49,7 @@ class CellInfo:
     kind: str  # public, hidden, manual, extra credit, optional
     sidecar_keys: tuple[str, ...]  # the hint-sidecar tests this cell runs
     timing: bool  # the GPU timing cell
+    section: str = ""  # the notebook's heading above it ("" when the notebook is not found)
 
 
 @dataclass(frozen=True)
@@ -72,6 +84,19 @@ class StudentRecord:
     held: bool = False  # held for review, not released (grader.grading.decisions)
     holds: tuple[str, ...] = ()  # why: each hold's cell, line, words and rule
     review: str = ""  # where the review stands: "held: ...", "reviewed: ...", "" never held
+    name: str = ""  # "First Last" from the roster (`nbgrader db student import`), "" if none
+    blank: bool = False  # every answer cell as released: nothing written (BLANK)
+    not_gradable: str = ""  # which upload is no notebook and the fix (`grader.uploads`)
+
+    @property
+    def label(self) -> str:
+        """The student as the report names them: "Jane Doe (12345)", or the id alone."""
+        return f"{self.name} ({self.student})" if self.name else self.student
+
+    @property
+    def standing(self) -> str:
+        """HELD, BLANK, or "" (its grade released as computed)."""
+        return HELD if self.held else BLANK if self.blank else ""
 
 
 @dataclass
@@ -108,11 +133,17 @@ class Summary:
     no_gpu_points: float = 0.0  # the timing cell's points, left out of their totals
     mean_after_late: float = float("nan")  # the mean less late penalties, as the export's
     late_points: tuple[tuple[str, float], ...] = ()  # (student, points the late policy took)
-    optional: tuple[tuple[str, int, int, int], ...] = ()  # (cell, earned, tried, skipped)
+    optional: tuple[tuple[str, int, int, int], ...] = ()  # (section, earned, tried, skipped)
     timing_refused: tuple[Refusal, ...] = ()  # shapes and timings that earned 0, and why
     held: tuple[tuple[str, float, tuple[str, ...], str], ...] = ()  # (student, computed
     # points, holds, the review's words) of each grade held for review, not released
     reviewed: tuple[tuple[str, str], ...] = ()  # (student, the decision in force)
+    blank: tuple[str, ...] = ()  # graded students who wrote nothing (BLANK)
+    labels: dict[str, str] = field(default_factory=dict)  # student id -> how it is named
+
+    def named(self, student: str) -> str:
+        """The student as the summary names them: "Jane Doe (12345)", or the id alone."""
+        return self.labels.get(student, student)
 
 
 @dataclass

@@ -169,7 +169,7 @@ def _draw_direct_copy(ax: Axes, benchmark: Results | None) -> None:
         return
     ax.set_title(
         f"Copy-first time / direct time on the transposed view\n"
-        f"({benchmark.device}, {benchmark.impl}; >1: reading the view in place wins)",
+        f"({benchmark.device}, {benchmark.impl};\n>1: reading the view in place wins)",
         loc="left",
         fontsize=10,
     )
@@ -314,7 +314,7 @@ def plot_bandwidth(timing: pd.DataFrame, benchmark: Results | None, source: str)
     roof_text = (
         f"copy roof missing ({source})"
         if roof is None
-        else f"roof: device copy, {roof[0]:.0f} GB/s ({roof[1]}; from {source})"
+        else f"roof: device copy, {roof[0]:.0f} GB/s\n({roof[1]}; from {source})"
     )
     if timing.empty:
         ax.set_title(title, loc="left")

@@ -3,10 +3,20 @@
 from __future__ import annotations
 
 import math
+import shlex
 
 import pandas as pd
 
-from grader.cohort.records import EXTRA, NOT_DONE_HINTS, Cohort, Report, Summary
+from grader.cohort.records import (
+    BLANK,
+    EXTRA,
+    NOT_DONE_HINTS,
+    NOT_GRADABLE,
+    OPTIONAL_KINDS,
+    Cohort,
+    Report,
+    Summary,
+)
 from grader.cohort.tables import totals
 from grader.cohort.timings import (
     FLOOR,
@@ -35,11 +45,11 @@ def summarize(cohort: Cohort, table: pd.DataFrame) -> Summary:
         not_graded=tuple(
             (
                 s,
-                f"ungradable: {reasons[s]}"
-                if summed.loc[s, "status"] == "ungradable"
-                else reasons[s],
+                reasons[s]
+                if summed.loc[s, "status"] == "not graded"
+                else f"{summed.loc[s, 'status']}: {reasons[s]}",
             )
-            for s in summed.index[summed["status"].isin(["ungradable", "not graded"])]
+            for s in summed.index[summed["status"].isin(["ungradable", NOT_GRADABLE, "not graded"])]
         ),
         missing=tuple(summed.index[summed["status"] == "no submission"]),
         late=tuple((str(s), float(v)) for s, v in late.items()),
@@ -57,7 +67,7 @@ def summarize(cohort: Cohort, table: pd.DataFrame) -> Summary:
         no_gpu_points=float(no_gpu.drop_duplicates("cell")["max_score"].sum()),
         mean_after_late=float(released["after_late"].mean()) if len(released) else math.nan,
         late_points=tuple((str(s), float(v)) for s, v in graded["late_penalty"].items() if v > 0),
-        optional=extra_credit_counts(table),
+        optional=section_counts(table),
         timing_refused=refusals({r.student: r.timing for r in cohort.students}),
         held=tuple(
             (r.student, float(summed.loc[r.student, "total"]), r.holds, r.review)
@@ -65,22 +75,29 @@ def summarize(cohort: Cohort, table: pd.DataFrame) -> Summary:
             if r.held
         ),
         reviewed=tuple((r.student, r.review) for r in cohort.students if r.review and not r.held),
+        blank=tuple(graded.index[graded["standing"] == BLANK]),
+        labels={r.student: r.label for r in cohort.students},
     )
 
 
-def extra_credit_counts(table: pd.DataFrame) -> tuple[tuple[str, int, int, int], ...]:
-    """Per extra-credit cell, in notebook order, over the graded students: (cell, how many
-    earned its credit, tried it without earning any, skipped it: its tests say "not
-    attempted" or "unfinished", the exercise left as its stub)."""
-    rows = table[(table["kind"] == EXTRA) & (table["status"] == "graded")]
+def section_counts(table: pd.DataFrame) -> tuple[tuple[str, int, int, int], ...]:
+    """Per optional section with extra credit, in notebook order, over the graded students in
+    `table`: (section, how many earned its credit, tried it without earning any, skipped it:
+    a test of the section says "not attempted" or "unfinished", the exercise left as its
+    stub, or the whole notebook is blank). A student counts once per section, whatever its
+    cells' hints."""
+    rows = table[table["kind"].isin(OPTIONAL_KINDS) & (table["status"] == "graded")]
     counts = []
-    for cell, mine in rows.sort_values("position").groupby("cell", sort=False):
-        earned = mine["score"] > 0
-        skipped = ~earned & mine["hints"].map(
-            lambda h: bool(set(h.split(";")) & set(NOT_DONE_HINTS))
-        )
+    for section, mine in rows.sort_values("position").groupby("section", sort=False):
+        if not (mine["kind"] == EXTRA).any():
+            continue
+        credit = (mine["kind"] == EXTRA) & (mine["score"] > 0)
+        stub = mine["hints"].map(lambda h: bool(set(h.split(";")) & set(NOT_DONE_HINTS)))
+        stub |= mine["standing"] == BLANK
+        earned = credit.groupby(mine["student"]).any()
+        skipped = ~earned & stub.groupby(mine["student"]).any()
         counts.append(
-            (str(cell), int(earned.sum()), int((~earned & ~skipped).sum()), int(skipped.sum()))
+            (str(section), int(earned.sum()), int((~earned & ~skipped).sum()), int(skipped.sum()))
         )
     return tuple(counts)
 
@@ -111,9 +128,11 @@ def _held_lines(report: Report) -> list[str]:
         lines.append(f"Held for review, not released: {len(s.held)} (decide with {decide}).")
     for student, points, holds, words in s.held:
         again = f" {words[0].upper()}{words[1:]}." if words.endswith("held again") else ""
-        lines.append(f"Held: {student} ({points:g} points computed): {'; '.join(holds)}.{again}")
+        who = s.named(student)
+        lines.append(f"Held: {who} ({points:g} points computed): {'; '.join(holds)}.{again}")
     lines += [
-        f"Reviewed: {student}: {words.removeprefix('reviewed: ')}." for student, words in s.reviewed
+        f"Reviewed: {s.named(student)}: {words.removeprefix('reviewed: ')}."
+        for student, words in s.reviewed
     ]
     return lines
 
@@ -121,18 +140,26 @@ def _held_lines(report: Report) -> list[str]:
 def _who_lines(s: Summary) -> list[str]:
     """Who is on the roster, who was not graded and why, who submitted nothing or late."""
     lines = [f"{s.students} students on the roster, {s.submitted} submitted, {s.graded} graded."]
-    lines += [f"Not graded: {student}: {reason}." for student, reason in s.not_graded]
+    lines += [f"Not graded: {s.named(student)}: {reason}." for student, reason in s.not_graded]
+    if s.blank:
+        lines.append(
+            f"Blank, nothing written: {', '.join(map(s.named, s.blank))}: every answer cell as "
+            "released (the notebook submitted unchanged), so its zeros are no verdict on any "
+            "cell; graded 0 as exported, and left out of the pass rates."
+        )
     for student, cells in s.restored:
-        lines.append(f"Cells put back before grading: {student}: {'; '.join(cells)}.")
+        lines.append(f"Cells put back before grading: {s.named(student)}: {'; '.join(cells)}.")
     for student, flags in s.flagged:
-        lines.append(f"Flagged by the source screen: {student}: {'; '.join(flags)}.")
+        lines.append(f"Flagged by the source screen: {s.named(student)}: {'; '.join(flags)}.")
     if s.missing:
-        lines.append(f"No submission: {', '.join(s.missing)}.")
+        lines.append(f"No submission: {', '.join(map(s.named, s.missing))}.")
     if not s.late:
         return [*lines, "Late: none."]
     took = dict(s.late_points)
     late = ", ".join(
-        f"{st} ({sec / 3600:.1f} h" + (f", -{took[st]:g} points" if st in took else "") + ")"
+        f"{s.named(st)} ({sec / 3600:.1f} h"
+        + (f", -{took[st]:g} points" if st in took else "")
+        + ")"
         for st, sec in s.late
     )
     return [*lines, f"Late: {len(s.late)}: {late}."]
@@ -158,15 +185,16 @@ def _score_line(s: Summary) -> str:
 
 
 def _optional_lines(s: Summary) -> list[str]:
-    """Who earned, tried or skipped each extra-credit cell: apart from the required points."""
+    """Per optional section, how many students earned, tried or skipped its extra credit:
+    apart from the required points."""
     if not s.optional:
         return []
     parts = [
-        f"{cell}: {earned} earned, {tried} tried without credit, {skipped} skipped"
-        for cell, earned, tried, skipped in s.optional
+        f"{section}: {earned} earned, {tried} tried without credit, {skipped} skipped"
+        for section, earned, tried, skipped in s.optional
     ]
     return [
-        f"Optional sections, extra credit beyond the maximum, of the "
+        f"Optional sections, extra credit beyond the maximum, per section, of the "
         f"{s.graded} graded students: {'; '.join(parts)}."
     ]
 
@@ -176,14 +204,14 @@ def _fault_lines(s: Summary) -> list[str]:
     lines = []
     if s.internal_errors:
         count = len(s.internal_errors)
-        where = ", ".join(f"{student} {cell}" for student, cell in s.internal_errors)
+        where = ", ".join(f"{s.named(student)} {cell}" for student, cell in s.internal_errors)
         lines.append(
             f"Internal errors in the checker: {count} cell{'s' * (count != 1)} ({where}), not "
             "counted against the students; fix the checker and autograde them again."
         )
     for student, why in s.unreadable:
         lines.append(
-            f"Unreadable sidecar: {student}: {why}; its data is left out of this report "
+            f"Unreadable sidecar: {s.named(student)}: {why}; its data is left out of this report "
             "(autograde the submission again to rewrite it)."
         )
     return lines
@@ -197,15 +225,27 @@ def _timing_lines(report: Report) -> list[str]:
         who = (
             f"any of the {s.graded} graded students"
             if len(s.no_gpu) == s.graded
-            else f"{len(s.no_gpu)} of the {s.graded} graded students ({', '.join(s.no_gpu)})"
+            else f"{len(s.no_gpu)} of the {s.graded} graded students "
+            f"({', '.join(map(s.named, s.no_gpu))})"
         )
         lines.append(
             f"No GPU: the timing cell could not run for {who}: autograded without a CUDA "
             "device (the grading log says so), where nbgrader scores it 0. Shown grey as "
             f'"no GPU" and left out of the totals and the mean ({s.no_gpu_points:g} points). '
-            "Autograde on a GPU machine to score it."
+            f"To score it, regrade them on a GPU machine, in the course folder there: "
+            f"{regrade_command(report)} (hand grades and review decisions are kept)."
         )
     return lines
+
+
+def regrade_command(report: Report) -> str:
+    """The command that regrades, on a GPU machine, the graded students whose timing cell
+    found no GPU: all of the assignment when that is every graded student."""
+    s = report.summary
+    command = f"python -m grader.parallel {shlex.quote(report.cohort.assignment)} --course ."
+    if len(s.no_gpu) == s.graded:
+        return command
+    return " ".join([command, *(f"--student {shlex.quote(student)}" for student in s.no_gpu)])
 
 
 def _refused_lines(s: Summary) -> list[str]:

@@ -8,8 +8,16 @@ from pathlib import Path
 
 import pandas as pd
 
-from grader.cohort.records import EXTRA, OPTIONAL_KINDS, CellInfo, Cohort, StudentRecord
+from grader.cohort.records import (
+    EXTRA,
+    NOT_GRADABLE,
+    OPTIONAL_KINDS,
+    CellInfo,
+    Cohort,
+    StudentRecord,
+)
 from grader.cohort.timings import timing_columns
+from grader.student_order import student_key
 
 STATUSES = (
     "graded",
@@ -17,6 +25,7 @@ STATUSES = (
     "internal error",
     "no GPU",
     "ungradable",
+    NOT_GRADABLE,
     "not graded",
     "no submission",
 )
@@ -27,15 +36,18 @@ says so), so nbgrader's 0 is no verdict either and the cell is left out of the s
 total and points available; ungradable: nbgrader has the submission but could not grade it
 (the reason is the cause in its grading record, e.g. "the kernel died: ...", as `nbgrader
 export` reports it; without a record, "no autograded notebook; see the autograde log"); not
-graded: no score for this cell, or submitted but not autograded yet; no submission: on the
-roster, nothing submitted."""
+graded: no score for this cell, or submitted but not autograded yet; submitted, not gradable
+as is: the student's upload is no notebook collect could take (`grader.uploads`: the reason
+names the file and the fix); no submission: on the roster, nothing submitted."""
 NO_GPU_REASON = (
     "autograded without a CUDA device, so the timing could not run: nbgrader's 0 is left out "
     "of the total"
 )
 COLUMNS = (
     "student",
+    "name",
     "notebook",
+    "section",
     "cell",
     "position",
     "kind",
@@ -43,6 +55,7 @@ COLUMNS = (
     "max_score",
     "status",
     "reason",
+    "standing",
     "hints",
     "late_seconds",
     "late_penalty",
@@ -51,16 +64,22 @@ COLUMNS = (
     "ratio",
     "timing_points",
 )
-"""The long table's columns. kind: public, hidden, manual, extra credit, or optional (a
-0-point check). late_penalty: the points the late policy takes from the student's score, as
-the export computes it (NaN unless graded). student_ms and reference_ms are the timing
-sidecar's medians summed over the hidden shapes, ratio the geometric mean of its per-shape
-ratios; NaN when a student has no timing sidecar (no GPU at autograde), never zero."""
+"""The long table's columns. name: "First Last" from the roster, "" when it has none (the
+LMS needs `student`, the id). section: the notebook heading above the cell ("" when the
+source notebook is not in the course folder; an optional cell then takes the name of the
+extra-credit cell that ends its section). standing: "held for review", "blank: nothing
+written" or "" (`StudentRecord.standing`) on each graded row. kind: public, hidden, manual,
+extra credit, or optional (a 0-point check). late_penalty: the points the late policy takes
+from the student's score, as the export computes it (NaN unless graded). student_ms and
+reference_ms are the timing sidecar's medians summed over the hidden shapes, ratio the
+geometric mean of its per-shape ratios; NaN when a student has no timing sidecar (no GPU at
+autograde), never zero."""
 
 
 def build_table(cohort: Cohort) -> pd.DataFrame:
     """One row per (student, graded cell), every roster student included."""
     rows = []
+    sections = cell_sections(cohort.cells)
     for record in cohort.students:
         timing = timing_columns(record.timing)
         for position, cell in enumerate(cohort.cells):
@@ -68,7 +87,9 @@ def build_table(cohort: Cohort) -> pd.DataFrame:
             rows.append(
                 {
                     "student": record.student,
+                    "name": record.name,
                     "notebook": cell.notebook,
+                    "section": sections[cell.name],
                     "cell": cell.name,
                     "position": position,
                     "kind": cell.kind,
@@ -76,6 +97,7 @@ def build_table(cohort: Cohort) -> pd.DataFrame:
                     "max_score": cell.max_score,
                     "status": status,
                     "reason": reason,
+                    "standing": record.standing if status in ("graded", "manual") else "",
                     "hints": ";".join(_cell_hints(record, cell)) if status == "graded" else "",
                     "late_seconds": math.nan
                     if record.late_seconds is None
@@ -95,9 +117,40 @@ def _typed(table: pd.DataFrame) -> pd.DataFrame:
     floats += ["student_ms", "reference_ms", "ratio"]
     table = table.astype({c: "float64" for c in [*floats, "timing_points"]})
     table = table.astype({"position": "int64"})
-    for column in ("student", "notebook", "cell", "kind", "status", "reason", "hints"):
+    for column in TEXT_COLUMNS:
         table[column] = table[column].fillna("").astype(str)
     return table
+
+
+TEXT_COLUMNS = (
+    "student",
+    "name",
+    "notebook",
+    "section",
+    "cell",
+    "kind",
+    "status",
+    "reason",
+    "standing",
+    "hints",
+)
+
+
+def cell_sections(cells: list[CellInfo]) -> dict[str, str]:
+    """{cell: its section}: the heading above it, else, for an optional section's cell, the
+    name of the extra-credit cell that ends its run of optional cells (the section it belongs
+    to, in notebook order), else ""."""
+    found, run = {}, []
+    for cell in cells:
+        found[cell.name] = cell.section
+        if cell.section or cell.kind not in OPTIONAL_KINDS:
+            run = []
+            continue
+        run.append(cell.name)
+        if cell.kind == EXTRA:
+            found.update(dict.fromkeys(run, cell.name))
+            run = []
+    return found
 
 
 def _cell_status(record: StudentRecord, cell: CellInfo) -> tuple[str, str, float]:
@@ -131,6 +184,8 @@ def _unscored(record: StudentRecord) -> tuple[str, str, float]:
 
     if record.submitted:
         return "ungradable", record.ungradable or NO_NOTEBOOK, math.nan
+    if record.not_gradable:
+        return NOT_GRADABLE, record.not_gradable, math.nan
     if record.in_submitted_folder:
         return "not graded", NOT_AUTOGRADED, math.nan
     return "no submission", "on the roster, nothing submitted", math.nan
@@ -188,6 +243,7 @@ def totals(table: pd.DataFrame) -> pd.DataFrame:
     penalty and the score after it (`after_late`, never below 0), as the export gives them."""
     grouped = table.groupby("student", sort=True)
     statuses = grouped["status"].agg(_student_status)
+    standing = grouped["standing"].first()
     counted = (table["status"] != "no GPU") & (table["kind"] != EXTRA)  # extra: never owed
     available = table["max_score"].where(counted, 0.0)
     total = grouped["score"].sum(min_count=1).where(statuses == "graded")
@@ -200,13 +256,15 @@ def totals(table: pd.DataFrame) -> pd.DataFrame:
             "late_seconds": grouped["late_seconds"].first(),
             "late_penalty": penalty,
             "after_late": (total - penalty.fillna(0.0)).clip(lower=0.0),
+            "standing": standing,
         }
-    )
+    ).sort_index(key=lambda ids: ids.map(student_key))
 
 
 def _student_status(statuses: pd.Series) -> str:
-    """graded (manual cells may still be pending), ungradable, not graded, or no submission."""
-    for status in ("no submission", "ungradable", "not graded"):
+    """graded (manual cells may still be pending), ungradable, not gradable as is, not
+    graded, or no submission."""
+    for status in ("no submission", "ungradable", NOT_GRADABLE, "not graded"):
         if (statuses == status).all():
             return status
     return "graded"
@@ -214,11 +272,12 @@ def _student_status(statuses: pd.Series) -> str:
 
 def wide_table(table: pd.DataFrame) -> pd.DataFrame:
     """Scores per student x cell (notebook order), then the raw total, the late penalty, the
-    score after it (the export's `score`) and the status."""
+    score after it (the export's `score`), the status and the standing; students by id."""
     cells = table.sort_values("position")["cell"].unique()
     wide = table.pivot(index="student", columns="cell", values="score")[list(cells)]
     summed = totals(table)
-    for column in ("total", "late_penalty", "after_late", "status"):
+    wide = wide.loc[summed.index]
+    for column in ("total", "late_penalty", "after_late", "status", "standing"):
         wide[column] = summed[column]
     return wide
 
@@ -239,7 +298,7 @@ def read_table(path: Path | str) -> pd.DataFrame:
     path = Path(path)
     if path.suffix == ".parquet":
         return _typed(pd.read_parquet(path))
-    text = ["student", "notebook", "cell", "kind", "status", "reason", "hints"]
+    text = list(TEXT_COLUMNS)
     return _typed(
         pd.read_csv(
             path,
