@@ -90,7 +90,7 @@ def _histogram(ax: Axes, graded: pd.DataFrame, max_total: float) -> None:
     mean = float(total.mean())
     ax.axvline(mean, color=COLOURS["reference"], linestyle="--", linewidth=1, label="mean")
     ax.set_xlim(-0.5, top + 0.5)
-    ax.set_ylim(0, bottom.max() * 1.15)
+    ax.set_ylim(0, max(bottom.max(), 1) * 1.15)
     ax.xaxis.get_major_locator().set_params(integer=True)
     ax.yaxis.get_major_locator().set_params(integer=True)
     ax.legend(loc="upper left", fontsize=9)
