@@ -19,6 +19,7 @@ from nbgrader.preprocessors import (
 )
 from sqlalchemy.exc import SAWarning
 
+from grader.course_tie import refuse_other_code
 from grader.grading.ahead import StartChecksAhead
 from grader.grading.execute import SandboxedExecute
 from grader.grading.extra_credit import AwardExtraCredit
@@ -152,6 +153,9 @@ c.Autograde.pre_convert_hook, c.Autograde.post_convert_hook = convert_hooks(ROOT
 # folder (the notebook and the folders included) makes the student ungradable, with the cause
 # in their grading log, before nbgrader copies anything (grader/grading/submission_files.py).
 refuse_irregular_submissions()
+# A course folder made by `python -m grader.make_course` records the checkout and version that
+# grade it (i1_course.json): autograde refuses to grade it with another (grader/course_tie.py).
+refuse_other_code()
 # A regrade starts from nothing: the student's earlier scores, late penalty, submission time
 # and feedback go before it runs, so that a resubmission that cannot be graded leaves no old
 # score behind (grader/grading/fresh_start.py; hand grades stay, as above).

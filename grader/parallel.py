@@ -3,6 +3,11 @@
     python -m grader.parallel i1_strided_softmax [--course PATH] [--workers N]
                               [--db URL] [--shard I/N] [--student S ...]
 
+It prints a line per student: graded, or why not (the cause the export gives, from the
+student's grading record) and where its grading log is, which keeps nbgrader's own log of
+that run (`grader.grading.grading_log`). A course tied to other code is refused before
+anything is graded (`grader.course_tie`).
+
 Design. Each of N worker processes starts nbgrader's `autograde` app once, configured
 exactly as the command line configures it (plus a gradebook URL with a busy timeout), and
 then grades the students the parent hands it one at a time from a shared queue, running
@@ -42,8 +47,9 @@ The shared SQLite gradebook:
   is in it.
 
 More than one machine. `--shard I/N` grades shard I of N (counting from 1): of the
-submitted students (or those named with --student), sorted by name, the I-th, the I+N-th,
-and so on; the N shards together take every student once. N machines that see the same
+students to grade (every submission, or those named with --student, or those --changed
+found), sorted by student id as Python sorts strings, the I-th, the I+N-th, and so on; the
+N shards together take every student once. N machines that see the same
 course folder (a shared filesystem) and the same PostgreSQL gradebook (`--db URL`, or
 I1_GRADEBOOK_URL, or the course's `CourseDirectory.db_url`: `grader.gradebook.gradebook_url`)
 grade one course into one gradebook; `scripts/slurm_autograde.sbatch` runs them as a Slurm
@@ -83,11 +89,12 @@ import threading
 import time
 import traceback
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from grader.course import CourseError
 from grader.course_folder import add_course_option, not_a_course
+from grader.course_tie import CourseTieError, check_tie
 from grader.gpu_lock import GPU_LOCK_ENV
 from grader.gradebook import (
     GRADEBOOK_URL_ENV,
@@ -98,6 +105,7 @@ from grader.gradebook import (
     open_gradebook,
     shown_url,
 )
+from grader.grading.grading_log import STOPPED, UNGRADABLE, GradingLog, record_paths
 from grader.grading.readiness import add_unsafe_option, ready_to_grade
 from grader.isolation.gpu_memory import SHARERS_ENV
 from grader.isolation.limits import WORKERS_ENV
@@ -109,7 +117,10 @@ BUSY_TIMEOUT_S = 60.0
 """How long a worker waits for SQLite's write lock before it gives up (default: 5 s)."""
 RETRIES = 2
 """How many times a student whose run hit "database is locked" is graded again."""
+LOG_CHARS = 20_000
+"""How much of nbgrader's log of a failed run its grading log keeps (the end of it)."""
 _LOCKED = "database is locked"
+_DIED = "the worker process died"
 _SERVE = "--serve"
 
 
@@ -119,7 +130,8 @@ class ParallelError(Exception):
 
 @dataclass(frozen=True)
 class StudentRun:
-    """One student's autograde, after any retries: graded, or failed with nbgrader's log."""
+    """One student's autograde, after any retries: graded, or failed with nbgrader's log,
+    the cause (in one line, as the export gives it) and the grading log that keeps both."""
 
     student: str
     graded: bool
@@ -128,6 +140,8 @@ class StudentRun:
     worker: int
     gpu: str | None
     log: str
+    cause: str = ""
+    grading_log: Path | None = None
 
     @property
     def failed(self) -> bool:
@@ -192,7 +206,7 @@ def parse_shard(spec: str) -> tuple[int, int]:
 
 
 def shard_of(students: Sequence[str], shard: tuple[int, int] | None) -> list[str]:
-    """Shard I of N of `students`: sorted by name, the I-th, the I+N-th, ... (from 1)."""
+    """Shard I of N of `students`: sorted by student id, the I-th, the I+N-th, ... (from 1)."""
     if shard is None:
         return list(students)
     index, count = shard
@@ -322,7 +336,7 @@ class _Worker:
         self.process = None  # the next student gets a fresh worker
         self.stderr.seek(0)
         tail = self.stderr.read()[-4000:].decode(errors="replace")
-        log = f"the worker process died (exit status {code}) while grading {student}:\n{tail}"
+        log = f"{_DIED} (exit status {code}) while grading {student}:\n{tail}"
         return False, time.monotonic() - started, log
 
     def grade(self, student: str) -> StudentRun:
@@ -345,6 +359,30 @@ class _Worker:
             self.process.wait()
             self.process = None
         self.stderr.close()
+
+
+def unrecorded_cause(log: str) -> str:
+    """Why a run stopped that recorded no cause of its own: the worker's death, else
+    nbgrader's last error, else STOPPED."""
+    lines = [line.strip() for line in log.splitlines() if line.strip()]
+    if log.startswith(_DIED):
+        return lines[0].removesuffix(":")
+    errors = [line.removeprefix("[ERROR]").strip() for line in lines if line.startswith("[ERROR]")]
+    return errors[-1] if errors else STOPPED
+
+
+def keep_failure(root: Path, assignment: str, run: StudentRun) -> StudentRun:
+    """Put nbgrader's log of a failed run into the student's grading log and, where the
+    grading recorded no cause (a dead worker, an error nothing caught), `unrecorded_cause`
+    as its cause; `run` with that cause, in one line, and where the grading log is."""
+    log = GradingLog(root, assignment, run.student)
+    if log.record.status != UNGRADABLE:
+        log.cause(unrecorded_cause(run.log))
+    log.say(
+        f"nbgrader's log of this run (its last {LOG_CHARS} characters):\n" + run.log[-LOG_CHARS:]
+    )
+    cause = " ".join(log.record.outcome[1].split())
+    return replace(run, cause=cause, grading_log=record_paths(root, assignment, run.student)[0])
 
 
 def _prime_gradebook(url: str, course_id: str, assignment: str) -> None:
@@ -440,26 +478,29 @@ def autograde_parallel(
     started = time.monotonic()
     results = _run_pool(pool, students, progress)
     wall_s = time.monotonic() - started
-    runs = tuple(results[student] for student in students)
+    runs = tuple(
+        keep_failure(root, assignment, run) if run.failed else run
+        for run in (results[student] for student in students)
+    )
     failed = tuple(run.student for run in runs if run.failed)
     return ParallelRun(runs, failed, wall_s, workers, shard)
 
 
 def _report(run: ParallelRun) -> str:
-    """A line per student, then each failed student's nbgrader log: student ids and logs (the
-    student's own output among them) with their control characters shown as escapes."""
+    """A line per student, a failed one with its cause and its grading log, then the totals:
+    student ids and causes (the student's own output among them) with their control
+    characters shown as escapes."""
     names = {r.student: visible(r.student) for r in run.runs}
     width = max(map(len, names.values()), default=7)
     lines = []
     for r in run.runs:
-        status = "FAILED (its log is below)" if r.failed else "graded"
+        status = "FAILED" if r.failed else "graded"
         retried = f", {r.attempts} attempts" if r.attempts > 1 else ""
         gpu = f", GPU {r.gpu}" if r.gpu is not None else ""
-        lines.append(f"{names[r.student]:<{width}}  {status}  {r.seconds:.0f} s{retried}{gpu}")
-    for r in run.runs:
+        line = f"{names[r.student]:<{width}}  {status}  {r.seconds:.0f} s{retried}{gpu}"
         if r.failed:
-            log = visible(r.log.strip(), newlines=True)
-            lines.append(f"\n--- nbgrader log for {names[r.student]} ---\n{log}")
+            line += f": {visible(r.cause)} (its log: {visible(str(r.grading_log))})"
+        lines.append(line)
     shard = f"shard {run.shard[0]}/{run.shard[1]}: " if run.shard else ""
     lines.append(
         f"\n{shard}{len(run.runs)} submissions, {len(run.failed)} failed, "
@@ -512,13 +553,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--shard",
         metavar="I/N",
-        help="grade shard I of N (from 1): of the students sorted by name, the I-th, I+N-th, "
-        "...; N machines with --shard 1/N ... N/N grade every student once",
+        help="grade shard I of N (from 1): of the students to grade (every submission, or "
+        "--student's, or --changed's) sorted by student id as text (10 before 9), the I-th, "
+        "I+N-th, ...; N machines with --shard 1/N ... N/N grade every student once",
     )
     add_unsafe_option(parser)
     args = parser.parse_args(argv)
     course = Path(args.course)
     try:
+        note = check_tie(course, "grader.parallel")
+        if note:
+            print(note, file=sys.stderr)
         if args.changed:
             args.student = _changed(course, args.assignment, args.student)
             if not args.student:
@@ -537,7 +582,14 @@ def main(argv: list[str] | None = None) -> int:
             url=args.db,
             shard=shard,
         )
-    except (ParallelError, CourseError, GradebookError, ValueError, SandboxUnavailable) as error:
+    except (
+        ParallelError,
+        CourseError,
+        CourseTieError,
+        GradebookError,
+        ValueError,
+        SandboxUnavailable,
+    ) as error:
         print(f"parallel: {visible(error)}", file=sys.stderr)
         return 2
     print(_report(run))

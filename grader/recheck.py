@@ -16,7 +16,8 @@ when they agree, 1 when any disagree, 2 for a usage error.
 to stderr as each one is done (each takes tens of seconds on a CPU), so stdout keeps only
 the result. The gradebook is the course's (`grader.gradebook.gradebook_url`: `--db URL`, else
 the course's CourseDirectory.db_url, which this course takes from I1_GRADEBOOK_URL, else
-its gradebook.db), PostgreSQL included.
+its gradebook.db), PostgreSQL included. A course tied to other code than this checkout's is
+refused (`grader.course_tie`).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ import nbformat
 
 from grader import course
 from grader.course_folder import add_course_option
+from grader.course_tie import CourseTieError, check_tie
 from grader.gradebook import GradebookError, add_gradebook_option, gradebook_url, sqlite_file
 from grader.grading.extra_credit import configured_points
 from grader.grading.grading_log import read_record
@@ -226,6 +228,13 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
+    try:
+        note = check_tie(root, "grader.recheck")
+    except CourseTieError as exc:
+        print(f"recheck: {visible(exc)}", file=sys.stderr)
+        return 2
+    if note:
+        print(note, file=sys.stderr)
     try:
         url = gradebook_url(root, args.db)
     except Exception as exc:  # the course's nbgrader_config.py does not run

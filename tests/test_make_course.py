@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import zipfile
+from dataclasses import replace
 from pathlib import Path
 
 import nbformat
@@ -16,6 +17,7 @@ from test_instructor_workflow import workflow_commands
 
 from grader import make_course
 from grader.course import ASSIGNMENT, NOTEBOOK, REPO
+from grader.course_tie import RECORD, read_tie
 from grader.seeding import FILE as SECRET_FILE
 
 STUDENT_DATA = (
@@ -51,7 +53,13 @@ def test_the_course_folder_holds_the_config_the_source_and_a_gitignore(tmp_path)
     done = command("grader.make_course", str(folder), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     made = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
-    assert made == [".gitignore", "nbgrader_config.py", f"source/{ASSIGNMENT}/{NOTEBOOK}"]
+    assert made == [
+        ".gitignore",
+        RECORD,
+        "nbgrader_config.py",
+        "scripts/slurm_autograde.sbatch",
+        f"source/{ASSIGNMENT}/{NOTEBOOK}",
+    ]
     assert filecmp.cmp(folder / "nbgrader_config.py", REPO / "nbgrader_config.py", shallow=False)
     source = REPO / "source" / ASSIGNMENT / NOTEBOOK
     assert filecmp.cmp(folder / "source" / ASSIGNMENT / NOTEBOOK, source, shallow=False)
@@ -62,6 +70,29 @@ def test_the_course_folder_holds_the_config_the_source_and_a_gitignore(tmp_path)
     assert term[0] == "python -m grader.seeding new --course ." and "nbgrader export" in term
     assert "`python -m grader.seeding new --course .` to `nbgrader export`" in done.stdout
     assert str(REPO / "grader") in done.stdout  # where its nbgrader imports the code from
+
+
+def test_the_course_slurm_script_is_the_repositorys_with_the_tied_checkout(tmp_path):
+    """Is the course's scripts/slurm_autograde.sbatch the repository's, executable and valid
+    bash, with only a note and the defaults of I1_REPO and I1_PYTHON changed, to the checkout
+    and Python in the course's record (quoted, for a path with a space)?"""
+    folder = tmp_path / "my term"
+    make_course.make_course(folder)
+    tie = read_tie(folder)
+    script = folder / make_course.BATCH_SCRIPT
+    assert os.access(script, os.X_OK)
+    assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
+    ours = script.read_text().splitlines()
+    theirs = (REPO / make_course.BATCH_SCRIPT).read_text().splitlines()
+    changed = [line for line in ours if line not in theirs]
+    assert changed == [
+        *make_course.BATCH_NOTE.splitlines(),
+        f"REPO=${{I1_REPO:-{tie.checkout}}}",
+        f"PYTHON=${{I1_PYTHON:-{tie.python}}}",
+    ]
+    assert len(ours) == len(theirs) + len(make_course.BATCH_NOTE.splitlines())
+    spaced = make_course.batch_script(replace(tie, checkout="/a b"), script.read_text())
+    assert "REPO=${I1_REPO:-'/a b'}" in spaced and spaced.count(make_course.BATCH_NOTE) == 1
 
 
 def test_a_folder_inside_the_repository_or_not_empty_is_refused(tmp_path):

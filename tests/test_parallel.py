@@ -27,7 +27,7 @@ import nbformat
 import pytest
 from in_process import run_main
 
-from grader import course, parallel, sample_cohort
+from grader import course, export, parallel, sample_cohort
 from grader.gpu_lock import GPU_LOCK_ENV
 from grader.gradebook import gradebook_url, open_gradebook
 
@@ -166,6 +166,23 @@ def test_parallel_fails_the_same_students(graded):
     for student in KEPT:
         notebook = parallel_root / "autograded" / student / course.ASSIGNMENT / course.NOTEBOOK
         assert notebook.exists() == (student != "crasher"), student
+
+
+def test_a_failed_student_reads_in_one_line_with_its_grading_log(graded):
+    """Is the crasher's failure one line of the report (its cause as the export gives it,
+    and its grading log, which keeps nbgrader's log of the run), with no traceback?"""
+    _, _, parallel_root, run = graded
+    report = parallel._report(run)
+    crasher = next(r for r in run.runs if r.student == "crasher")
+    status, cause = export.submission_outcome(
+        parallel_root, course.ASSIGNMENT, "crasher", parallel_root / "nowhere", ["none"]
+    )
+    assert (status, cause) == ("ungradable", crasher.cause) and cause.startswith("dead kernel")
+    line = next(line for line in report.splitlines() if line.startswith("crasher"))
+    assert line.endswith(f": {cause} (its log: {crasher.grading_log})")
+    assert "Traceback" not in report and "nbgrader log" not in report
+    assert len(report.splitlines()) == len(run.runs) + 2  # a line each, a blank, the totals
+    assert "DeadKernelError" in crasher.grading_log.read_text()
 
 
 def test_parallel_gradebook_equals_sequential(graded):
@@ -394,6 +411,25 @@ def test_a_locked_gradebook_regrades_the_student(tmp_path):
 def cli(*args: str) -> subprocess.CompletedProcess:
     """`python -m grader.parallel` run in this process."""
     return run_main(parallel.main, args)
+
+
+def test_a_notebook_that_is_not_json_fails_in_one_line(cohort, tmp_path):
+    """Run from a course folder outside the repository, does a submission that is not JSON
+    fail with exit 1 and one line saying why (the export's cause) and where its grading log
+    is, which keeps nbgrader's log of the run?"""
+    root = copy_course(cohort, tmp_path / "course", ())
+    course.submit(root, "not-json", nbformat.v4.new_notebook()).write_text("{not json")
+    done = run_main(parallel.main, (course.ASSIGNMENT, "--workers", "1"), cwd=root)
+    assert done.returncode == 1, done.stderr
+    log = root / "grading_log" / course.ASSIGNMENT / "not-json.log"
+    _, cause = export.submission_outcome(root, course.ASSIGNMENT, "not-json", root, ["none"])
+    assert cause.startswith("invalid notebook")
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("not-json  FAILED  ")
+    assert lines[0].endswith(f" s: {cause} (its log: {log})")
+    assert len(lines) == 3 and lines[1] == ""
+    assert lines[2].startswith("1 submissions, 1 failed, 1 workers")
+    assert "nbgrader's log of this run" in log.read_text()
 
 
 def test_cli_refuses_an_unknown_student(cohort):

@@ -6,7 +6,10 @@ GPUs, so the script's `--gres=gpu:1` is scheduled as written) and a private Post
 server (tests/services.py), builds a course whose gradebook is on that server
 (tests/test_postgres.py) with two submissions, submits the unmodified script with `sbatch
 --array=1-2 --wait` (only its CPU count and output file overridden on the command line),
-and compares the gradebook with the shared course's sequential SQLite run.
+and compares the gradebook with the shared course's sequential SQLite run. A second array
+is submitted as the instructor guide says, from a course folder that `python -m
+grader.make_course` made outside the repository, with the course's own copy of the script
+and nothing set but the gradebook URL (SQLite: one node).
 """
 
 from __future__ import annotations
@@ -23,7 +26,8 @@ import services
 from test_parallel import expected_counts, row_counts, rows
 from test_postgres import postgres_course, server  # noqa: F401 - the server fixture
 
-from grader import course, gradebook
+from grader import course, gradebook, make_course
+from grader.seeding import new_secret
 
 pytestmark = [pytest.mark.nbgrader, pytest.mark.services]
 
@@ -85,6 +89,45 @@ def test_slurm_gradebook_equals_sequential_sqlite(job):
     students = (*KEPT, "no-submission")
     assert rows(root, students, url) == rows(sequential_root, students)
     assert row_counts(root, url) == expected_counts(root, KEPT, url)
+
+
+@pytest.fixture(scope="module")
+def course_job(cluster, tmp_path_factory):
+    """The untouched release, submitted in a course made by make_course outside the
+    repository, graded by `sbatch --array=1-2 scripts/slurm_autograde.sbatch` run there, as
+    the guide says: no I1_COURSE, I1_REPO or I1_PYTHON; the gradebook the course's SQLite file."""
+    folder = tmp_path_factory.mktemp("slurm-course")
+    root = make_course.make_course(folder / "course")
+    new_secret(root)
+    course.nbgrader(root, "generate_assignment", course.ASSIGNMENT, "--force")
+    course.submit_release(root, "untouched")
+    unset = ("I1_COURSE", "I1_REPO", "I1_PYTHON", "PYTHONPATH")
+    env = {k: v for k, v in cluster.env.items() if k not in unset}
+    env[gradebook.GRADEBOOK_URL_ENV] = f"sqlite:///{root / 'gradebook.db'}"
+    done = subprocess.run(
+        ["sbatch", "--wait", "--array=1-2", "--cpus-per-task=1"]
+        + [f"--output={folder}/task-%a.out", "scripts/slurm_autograde.sbatch"],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=480,
+    )
+    outputs = {i: (folder / f"task-{i}.out").read_text() for i in (1, 2)}
+    return root, done, outputs
+
+
+def test_the_guides_sbatch_line_runs_from_a_course_folder(course_job):
+    """From a course folder outside the repository, does the guide's sbatch line grade that
+    course with the checkout it is tied to, each task taking its shard?"""
+    root, done, outputs = course_job
+    assert done.returncode == 0, f"{done.stdout}{done.stderr}{outputs}"
+    for task, taken in ((1, "1 of 1 students: untouched"), (2, "0 of 1 students: none")):
+        assert f"shard {task}/2, GPUs " in outputs[task] and f"course {root}\n" in outputs[task]
+        assert f"shard {task}/2 takes {taken}\n" in outputs[task], outputs[task]
+        assert "is tied to" not in outputs[task]
+    assert "shard 1/2: 1 submissions, 0 failed" in outputs[1], outputs[1]
+    assert (root / "autograded" / "untouched" / course.ASSIGNMENT / course.NOTEBOOK).is_file()
 
 
 def test_script_refuses_to_run_without_a_gradebook_url(tmp_path):
