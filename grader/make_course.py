@@ -12,12 +12,12 @@ Slurm script with that checkout and its Python filled in, so that the guide's `s
 runs as written from FOLDER. `--retie` ties an existing course to the checkout that runs
 the command instead, on purpose, says what changed, and fills the script in again.
 
-Everything else is the instructor guide's term (docs/instructor-guide.md, "A term, in
-order"), run from FOLDER: the secret, the roster, the due date, the release (generated from
-FOLDER's source, which is the instructor's to edit) and the student bundle (`python -m
-grader.bundle`, which ships FOLDER's release). The code (`grader`, `learning`) stays this
-repository's: FOLDER's config imports it, so it must be importable from FOLDER (an installed
-environment: `pip install -e ".[course]"`, as `make venv` does); the command says where
+Everything else is the instructor guide's term (docs/instructor-guide.md,
+"A term, in order"), run from FOLDER: the secret, the roster, the due date, the release
+(generated from FOLDER's source, which is the instructor's to edit) and the student bundle
+(`python -m grader.bundle`, which ships FOLDER's release). The code (`grader`, `learning`)
+stays this repository's: FOLDER's config imports it, so it must be importable from FOLDER (an
+installed environment: `pip install -e ".[course]"`, as `make venv` does); the command says where
 FOLDER's nbgrader will import it from, and that checkout is the one the course is tied to.
 
 Refused, with nothing written: a folder inside this repository (its students' work would sit
@@ -51,6 +51,10 @@ IGNORED = (
     "/.nbgrader.log",
     "/grading_log/",
     "/reviews/",
+    "# extensions and the grades for the LMS: student ids and scores",
+    "/extensions.json",
+    "/grades*.csv",
+    "/canvas_*.csv",
     f"/{SECRET_FILE}",
     "/dist/",
     "/reports/",

@@ -96,8 +96,8 @@ def test_export_warns_with_student_ids_as_escapes(caplog):
     from grader.export import HAND_PENDING, NO_TIME, StatusCsvExport
 
     rows = [
-        {"student_id": HOSTILE_ID, "status": HAND_PENDING, "cause": ""},
-        {"student_id": HOSTILE_ID, "status": "graded", "cause": NO_TIME},
+        {"assignment": "a", "student_id": HOSTILE_ID, "status": HAND_PENDING, "cause": ""},
+        {"assignment": "a", "student_id": HOSTILE_ID, "status": "graded", "cause": NO_TIME},
     ]
     exporter = StatusCsvExport()
     exporter.log = logging.getLogger("test-export")
