@@ -15,7 +15,8 @@ from triton.runtime.errors import InterpreterError
 
 import grader.reference as reference
 from learning.workshops.checking import cases
-from learning.workshops.checking.audit import Kind, OwnershipError, audit
+from learning.workshops.checking.audit import Access, Kind, OwnershipError, Trace, audit
+from learning.workshops.checking.audit_rules import _rows_past, contiguous_loads, verify
 from learning.workshops.checking.followons import IN_PLACE_FAILURES
 from learning.workshops.checking.layouts import LAYOUTS
 from learning.workshops.checking.records import AUDIT_FAILURES
@@ -67,7 +68,7 @@ def test_reference_passes_the_audit(layout, rows, cols):
     _, x = view(layout, rows, cols)
     with audit([x]) as trace:
         out = reference.strided_softmax(x)
-    assert trace.verify(x, out) == []
+    assert verify(trace, x, out) == []
     assert torch.allclose(out.double(), torch.softmax(x.double(), dim=1), atol=1e-6)
 
 
@@ -82,7 +83,7 @@ def test_unmasked_store_is_refused_before_memory_is_written():
     assert torch.equal(arena[35:], torch.full((16,), 7.0))  # past the output: untouched
     # the refused row: only column 0, which program 3's own overrun reached, was written
     assert torch.equal(arena[29:35], torch.full((6,), 7.0))
-    [refused, spilled, raced, unwritten] = trace.verify(x, arena[:35].view(5, 7))
+    [refused, spilled, raced, unwritten] = verify(trace, x, arena[:35].view(5, 7))
     assert (refused.kind, refused.program, refused.column) == ("overrun", (4, 0, 0), 7)
     assert "program 4 stored to column 7 of row 4, past the row's 7 columns" in refused.text
     assert "refused, nothing written" in refused.text
@@ -107,7 +108,7 @@ def test_store_with_the_input_strides_of_a_transpose_is_left_to_the_values():
     _, x = view("transpose", 7, 5)  # strides (1, 7)
     with audit([x]) as trace:
         out = copy(x, output_strides=x.stride())
-    assert trace.verify(x, out) == []
+    assert verify(trace, x, out) == []
     assert not torch.equal(out, x)
 
 
@@ -119,15 +120,15 @@ def test_loads_that_ignore_a_transposes_strides_are_told_from_stores_that_use_th
     _, x = view("transpose", 7, 5)  # strides (1, 7)
     with audit([x]) as trace:
         out = copy(x, output_strides=x.stride())
-    assert trace.contiguous_loads(x, out) is None
+    assert contiguous_loads(trace, x, out) is None
     with audit([x]) as trace:
         out = copy(x)
-    assert trace.contiguous_loads(x, out) is None
+    assert contiguous_loads(trace, x, out) is None
     sc = x.stride(1)
     with audit([x]) as trace:
         out = torch.empty(x.shape)
         copy_kernel[(7,)](x, out, 5, 1, 5, 1, 5, 0, BLOCK=8, MASKED=True)  # X + row*N + col
-    finding = trace.contiguous_loads(x, out)
+    finding = contiguous_loads(trace, x, out)
     assert finding is not None and not finding.fault
     assert finding.text.startswith("program 0 stored row 0, column 1 after loading storage index")
     assert f"not {sc}, where the view has it" in finding.text
@@ -139,7 +140,7 @@ def test_row_broadcast_strides_write_one_row_many_times():
     _, x = view("row-broadcast", 4, 8)
     with audit([x]) as trace:
         out = copy(x, output_strides=x.stride())
-    kinds = {f.kind: f for f in trace.verify(x, out)}
+    kinds = {f.kind: f for f in verify(trace, x, out)}
     assert set(kinds) == {"duplicate", "unwritten"}
     assert "written by programs 0, 1, 2 and 3 of one launch" in kinds["duplicate"].text
     assert kinds["unwritten"].text.startswith("row 1, column 0 (address +0x20) was never written")
@@ -207,7 +208,7 @@ def test_any_decomposition_that_writes_each_element_once_passes(grid, axis, pers
     _, x = view("transposed-slice", 5, 6)
     with audit([x]) as trace:
         out = tile_copy(x, grid, axis=axis, persistent=persistent)
-    assert trace.verify(x, out) == []
+    assert verify(trace, x, out) == []
     assert torch.equal(out, x)
 
 
@@ -217,7 +218,7 @@ def test_a_second_launch_may_rewrite_what_the_first_wrote():
     with audit([x]) as trace:
         out = copy(x)
         copy(x, out)
-    assert trace.verify(x, out) == []
+    assert verify(trace, x, out) == []
 
 
 def test_a_race_names_the_programs_by_their_full_grid_id():
@@ -225,7 +226,7 @@ def test_a_race_names_the_programs_by_their_full_grid_id():
     _, x = view("contiguous", 4, 8)
     with audit([x]) as trace:
         out = tile_copy(x, (2, 2), block_m=2, axis=0)  # axis 1 repeats every row block
-    [race] = trace.verify(x, out)
+    [race] = verify(trace, x, out)
     assert race.kind == "duplicate"
     assert race.text.startswith(
         "row 0, column 0 (address +0x0) was written by programs (0, 0) and (0, 1) of one launch"
@@ -237,7 +238,7 @@ def test_a_tile_without_its_column_mask_is_an_overrun():
     _, x = view("contiguous", 4, 5)
     with audit([x]) as trace, pytest.raises(InterpreterError):
         tile_copy(x, (2,), block_m=2, mask_cols=False)
-    [refused, *_] = trace.verify(x, torch.empty(4, 5))
+    [refused, *_] = verify(trace, x, torch.empty(4, 5))
     assert refused.kind == "overrun"
     assert refused.text.startswith("program 1 stored to column 5 of row 3, past the row's 5")
 
@@ -250,7 +251,7 @@ def test_a_tile_without_its_row_mask_stores_rows_past_the_last(cols):
     _, x = view("contiguous", 5, cols)
     with audit([x]) as trace, pytest.raises(InterpreterError):
         tile_copy(x, (3,), block_m=2, mask_rows=False)
-    [refused, *_] = trace.verify(x, torch.empty(5, cols))
+    [refused, *_] = verify(trace, x, torch.empty(5, cols))
     assert refused.kind == "row-overrun"
     assert refused.text.startswith(
         "program 2 stored to row 5, column 0, past the output's last row (row 4): element "
@@ -262,8 +263,6 @@ def test_a_tile_without_its_row_mask_stores_rows_past_the_last(cols):
 def test_a_load_of_a_row_past_the_last_is_a_row_overrun():
     """A refused load whose lanes outside every tensor are a whole row past the view's
     last (offset + r*SR + c*SC, r >= M): reported as a row overrun, by the view's strides."""
-    from learning.workshops.checking.audit import Access, Trace
-
     x = torch.zeros(5, 7)
     trace = Trace([x])
     trace.launches, trace.ranks = [[]], [1]
@@ -271,14 +270,14 @@ def test_a_load_of_a_row_past_the_last_is_a_row_overrun():
     lanes = np.flatnonzero(c < 7)
     addresses = x.data_ptr() + 4 * (r * 7 + c).ravel()[lanes]
     load = Access(0, (2, 0, 0), False, lanes, addresses.astype(np.int64), 4, (2, 8))
-    finding = trace._rows_past(load, x)
+    finding = _rows_past(trace, load, x)
     assert finding is not None and finding.kind == "row-overrun"
     assert finding.text.startswith(
         "program 2 loaded row 5, column 0, past the view's last row (row 4)"
     )
     assert finding.count == 7
     across = Access(0, (2, 0, 0), False, lanes, addresses.astype(np.int64) + 4 * 3, 4, (2, 8))
-    assert trace._rows_past(across, x) is None  # row 4 run on past its end: not whole rows
+    assert _rows_past(trace, across, x) is None  # row 4 run on past its end: not whole rows
 
 
 def test_load_outside_the_footprint_is_reported():
@@ -286,7 +285,7 @@ def test_load_outside_the_footprint_is_reported():
     _, x = view("slice", 5, 7)  # strides (15, 2), storage offset 16
     with audit([x]) as trace:
         out = copy(x, offset=x.storage_offset())
-    [load] = trace.verify(x, out)
+    [load] = verify(trace, x, out)
     assert load.kind == "footprint"
     assert load.text.startswith("program 0 loaded storage index 32, outside the view's footprint")
 
@@ -308,7 +307,7 @@ def test_store_into_the_input_is_refused():
         copy(x, x)
     assert torch.equal(storage.isnan(), before.isnan())
     assert torch.equal(storage.nan_to_num(), before.nan_to_num())
-    [finding] = trace.verify(x)
+    [finding] = verify(trace, x)
     assert finding.kind == "input-store"
     assert finding.text.startswith("program 0 stored to storage index 0 of the input")
 

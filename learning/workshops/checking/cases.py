@@ -20,6 +20,7 @@ import torch
 from learning.workshops.checking import followons
 from learning.workshops.checking.allocations import GuardAllocations, Guards
 from learning.workshops.checking.audit import Finding, Trace, audit
+from learning.workshops.checking.audit_rules import contiguous_loads, verify
 from learning.workshops.checking.bad_inputs import (
     BACKWARD_BAD_INPUTS,
     BAD_INPUTS,
@@ -158,7 +159,7 @@ class Call:
         """The audit's findings about the output and the loads (none without an audit)."""
         if self.trace is None or not self.case.rows:
             return []
-        return self.trace.verify(self.x, self.out)
+        return verify(self.trace, self.x, self.out)
 
     @cached_property
     def fault(self) -> Finding | None:
@@ -241,7 +242,7 @@ def _refused(call: Call) -> Verdict | None:
     """The audit refused a load or store before it touched memory."""
     if call.trace is None or call.trace.refused is None:
         return None
-    finding = call.trace.verify(call.x)[0]
+    finding = verify(call.trace, call.x)[0]
     return Verdict(AUDIT_FAILURES[finding.kind], finding.text)
 
 
@@ -367,7 +368,7 @@ def _values(call: Call) -> Verdict | None:
     first = call.findings[0] if call.findings else None
     if first is not None and first.kind == "overrun":
         return call.found(Failure.STORE_MASK, f"{wrong.text}; audit: {first.text}")
-    misread = call.trace.contiguous_loads(call.x, call.out) if call.trace else None
+    misread = contiguous_loads(call.trace, call.x, call.out) if call.trace else None
     if misread is not None:  # loads that ignore the strides: on a transpose, right values moved
         return call.found(AUDIT_FAILURES[misread.kind], f"{wrong.text}; audit: {misread.text}")
     if first is None:

@@ -3,7 +3,7 @@
 `strided_softmax_(x)` softmaxes the view `x` over its own storage and returns `x`. Its
 view sits in a NaN-filled storage like the main op's, so a store outside the view shows
 there on any device; under the interpreter the audit also proves that each element is
-written by one program and read only by it (`audit.verify_in_place`). A view whose
+written by one program and read only by it (`audit_in_place.verify_in_place`). A view whose
 elements share an address must be refused before anything runs, the storage untouched.
 
 `strided_softmax_backward(y, dy)` returns dx = y * (dy - sum(dy * y)) per row as a new
@@ -21,7 +21,9 @@ from dataclasses import replace
 import torch
 
 from learning.workshops.checking.allocations import GuardAllocations
-from learning.workshops.checking.audit import OwnershipError, audit, verify_in_place
+from learning.workshops.checking.audit import OwnershipError, audit
+from learning.workshops.checking.audit_in_place import verify_in_place
+from learning.workshops.checking.audit_rules import verify
 from learning.workshops.checking.bad_inputs import run_bad_input
 from learning.workshops.checking.compare import changed, compare
 from learning.workshops.checking.exchange import Inputs, Observation, view_of
@@ -160,7 +162,7 @@ def _in_place(fn, op: Op, x: torch.Tensor, storage: torch.Tensor, case: Case, se
         in_place = made(out, torch.Tensor) and _same_view(out, x)
         seen.saw(out, [storage], recording, in_place=in_place)
     if trace is not None and trace.refused is not None:
-        finding = trace.verify(x)[0]
+        finding = verify(trace, x)[0]
         failure = IN_PLACE_FAILURES.get(finding.kind, AUDIT_FAILURES[finding.kind])
         return Verdict(failure, finding.text)
     if made(out, OwnershipError):
@@ -237,7 +239,7 @@ def _backward(fn, op: Op, case: Case, y, dy, storages, seen) -> Verdict:
     if seen is not None:
         seen.saw(out, list(storages), recording)
     if trace is not None and trace.refused is not None:
-        finding = trace.verify(y)[0]
+        finding = verify(trace, y)[0]
         return Verdict(AUDIT_FAILURES[finding.kind], finding.text)
     if made(out, Exception):
         return Verdict(Failure.EXCEPTION, raised_text(out))
@@ -266,7 +268,7 @@ def _backward(fn, op: Op, case: Case, y, dy, storages, seen) -> Verdict:
         return Verdict(None, "empty dx, no launch")
     if not len(log):
         return Verdict(Failure.NO_KERNEL, "no Triton kernel was launched; dx came from torch")
-    findings = trace.verify(y, out) if trace is not None else []
+    findings = verify(trace, y, out) if trace is not None else []
     faults = [f for f in findings if f.fault and f.kind != "unwritten"]
     expected = op.reference(y, dy)
     wrong = compare(out, expected, y.dtype, op)
