@@ -16,7 +16,7 @@ from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.patches import Rectangle  # noqa: E402
 
-from learning.workshops import plots  # noqa: E402
+from learning.workshops import plot_panels, plots  # noqa: E402
 from learning.workshops.measuring.results import (  # noqa: E402
     H200_SAMPLE,
     LAYOUT_AWARE,
@@ -542,7 +542,7 @@ def test_median_labels_sit_at_the_median_and_outliers_do_not_set_the_axis(result
         highest = max(
             o.median_ms for o in results.rows if (o.shape, o.layout) == (r.shape, r.layout)
         )
-        assert top <= 1.1 * plots.OFF_SCALE * highest
+        assert top <= 1.1 * plot_panels.OFF_SCALE * highest
         marked = [line for line in ax.lines if line.get_gid() == f"off-scale:{gid}"]
         assert bool(marked) == (r.max_ms > top)
         if marked:

@@ -7,6 +7,8 @@ transposed view, with the plain device copy as the roof; a run with `--variants`
 layout-aware kernel to both. `plot_backward` shows, for a run of
 the backward (`--op strided_softmax_backward`), the bandwidth of every variant per shape,
 layout and mode. Figures are built without pyplot, so they draw on a headless machine.
+Each figure here lays out its panels, their scale, the legend and the title; `plot_panels`
+draws a panel's bars.
 
     python -m learning.workshops.plots results/local/i1.json --out results/local/plots
 """
@@ -17,10 +19,8 @@ import argparse
 import sys
 import textwrap
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 
-from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
@@ -28,91 +28,41 @@ from matplotlib.patches import Patch
 from learning.workshops.measuring.results import (
     BACKWARD,
     FORWARD,
-    LAYOUT_AWARE,
     LAYOUTS,
-    TORCH_COMPILE,
     Results,
     ResultsError,
-    Row,
     load,
 )
+from learning.workshops.plot_panels import (
+    BACKWARD_VARIANTS,
+    MODES,
+    ROOF,
+    VARIANT_NAMES,
+    WARP_GROUPS,
+    WHISKER,
+    backward_bars,
+    best_row,
+    draw_backward_panel,
+    draw_layout_panel,
+    draw_warps_panel,
+    drew_off_scale,
+    gbps_span,
+    layout_bars,
+    off_scale_handle,
+    on_layout_plot,
+    roof_row,
+    scale_top,
+    warp_groups,
+)
 
-MODES = ("cold", "warm")
 MODE_NAMES = {"cold": "cold (L2 flushed)", "warm": "warm (back to back)"}
 WARP_COLOURS = ("#4c78a8", "#f58518", "#54a24b", "#b279a2", "#9d755d")
 """One colour per num_warps value, in increasing order of num_warps."""
-WHISKER = "#333333"
-ROOF = "#222222"
 DPI = 130
 COLUMN_INCHES = 12.5
 """The widest a figure is drawn: the notebook's column (1280 px) at 100 dpi, where a figure
 wider than it is shrunk, and its tick labels with it."""
-OFF_SCALE = 1.6
-"""A whisker that ends past this many times the panel's highest median is not allowed to set
-the axis: it is cut at the axis's edge, marked, and its end printed beside it."""
 BENCHMARK_COMMAND = "`python -m learning.workshops.benchmark --op {op} --output FILE`"
-
-
-@dataclass(frozen=True)
-class Bar:
-    """One bar of the layout plot: which rows it draws, its label and colour."""
-
-    key: str
-    variant: str
-    layout: str
-    label: str
-    colour: str
-
-
-LAYOUT_BARS = (
-    Bar("direct-transpose", "direct", "transpose", "the kernel\non the transpose", "#e45756"),
-    Bar("copy-transpose", "copy", "transpose", "contiguous() first,\nthen the kernel", "#f58518"),
-    Bar("direct-contiguous", "direct", "contiguous", "the kernel\non a contiguous x", "#54a24b"),
-    Bar(
-        "torch_softmax-transpose",
-        "torch_softmax",
-        "transpose",
-        "torch.softmax\non the transpose",
-        "#4c78a8",
-    ),
-)
-"""The bars of each layout panel, left to right; a bar without rows shows `not measured`."""
-OPTIONAL_BARS = (
-    Bar(
-        f"{LAYOUT_AWARE}-transpose",
-        LAYOUT_AWARE,
-        "transpose",
-        "layout-aware kernel\non the transpose",
-        "#b279a2",
-    ),
-    Bar(
-        f"{TORCH_COMPILE}-transpose",
-        TORCH_COMPILE,
-        "transpose",
-        "torch.compile\non the transpose",
-        "#72b7b2",
-    ),
-)
-"""Bars drawn after LAYOUT_BARS only when the file has their rows (a run with --variants or
---torch-compile)."""
-
-WARP_GROUPS = (
-    ("direct", "transpose"),
-    ("copy", "transpose"),
-    (LAYOUT_AWARE, "transpose"),
-    ("direct", "contiguous"),
-    (LAYOUT_AWARE, "contiguous"),
-)
-"""The (variant, layout) pairs whose num_warps are compared, when the file has their rows."""
-VARIANT_NAMES = {"direct": "direct", "copy": "copy first", LAYOUT_AWARE: "layout-aware"}
-
-BACKWARD_VARIANTS = {
-    "direct": ("the kernel on the views of y and dy", "#e45756"),
-    "copy": ("y.contiguous() and dy.contiguous(), then the kernel", "#f58518"),
-    "torch": ("torch's softmax backward on the views", "#4c78a8"),
-}
-"""The backward plot's bars in each layout group, left to right: legend text and colour."""
-LAYOUT_NAMES = {"transpose": "transposed y and dy", "contiguous": "contiguous y and dy"}
 
 
 def plot_warps(results: Results) -> Figure:
@@ -128,7 +78,7 @@ def plot_warps(results: Results) -> Figure:
     layouts = [lay for lay in ("transpose", "contiguous") if any(r.layout == lay for r in rows)]
     warps = sorted({r.num_warps for r in rows})
     colours = {w: WARP_COLOURS[i % len(WARP_COLOURS)] for i, w in enumerate(warps)}
-    ratios = [max(1, len(_warp_groups(rows, lay))) for lay in layouts]
+    ratios = [max(1, len(warp_groups(rows, lay))) for lay in layouts]
 
     width = min(COLUMN_INCHES, 2.5 + 1.6 * sum(ratios))
     fig = Figure(figsize=(width, 3.4 * len(shapes) + 1.2), layout="constrained")
@@ -137,13 +87,13 @@ def plot_warps(results: Results) -> Figure:
         for j, layout in enumerate(layouts):
             ax = fig.add_subplot(grid[i, j])
             ax.set_label(f"warps {shape} {layout}")
-            _draw_warps_panel(ax, rows, shape, layout, warps, colours)
+            draw_warps_panel(ax, rows, shape, layout, warps, colours)
             ax.set_title(f"{shape}, {layout} view", loc="left", fontsize=11)
             ax.set_ylabel("median time (ms)")
     handles = [Patch(color=colours[w], label=f"num_warps={w}") for w in warps]
     handles.append(Line2D([], [], color=WHISKER, marker="_", markersize=10, label="min to max"))
-    if _drew_off_scale(fig):
-        handles.append(_off_scale_handle("slowest call off the scale"))
+    if drew_off_scale(fig):
+        handles.append(off_scale_handle("slowest call off the scale"))
     fig.legend(handles=handles, loc="outside lower center", ncols=len(handles), frameon=False)
     _suptitle(fig, f"Time per call by num_warps: {_whose(results)} (lower is better)")
     return fig
@@ -157,7 +107,7 @@ def plot_layouts(results: Results) -> Figure:
     # 1.4 inches a bar keeps two-line labels apart; modes side by side while they fit the
     # notebook's column (four bars), else one under the other (six, with --variants and
     # --torch-compile), so the labels keep their size
-    panel = max(5.8, 1.4 * len(_layout_bars(results)) + 0.3)
+    panel = max(5.8, 1.4 * len(layout_bars(results)) + 0.3)
     across = len(modes) if panel * len(modes) <= COLUMN_INCHES else 1
     down = len(shapes) * (len(modes) // across)
     fig = Figure(figsize=(panel * across, (4.6 if across > 1 else 4.0) * down + 1.2))
@@ -170,14 +120,14 @@ def plot_layouts(results: Results) -> Figure:
             (
                 max(r.gbps_logical, r.gbps_traffic)
                 for r in results.rows
-                if r.shape == shape and _on_layout_plot(r)
+                if r.shape == shape and on_layout_plot(r)
             ),
             default=1.0,
         )
         for j, mode in enumerate(modes):
             ax = axes[i][j]
             ax.set_label(f"layouts {shape} {mode}")
-            _draw_layout_panel(ax, results, shape, mode, top)
+            draw_layout_panel(ax, results, shape, mode, top)
             ax.set_title(f"{shape}, {MODE_NAMES[mode]}", loc="left", fontsize=11)
             if ax.get_subplotspec().is_first_col():
                 ax.set_ylabel("effective bandwidth (GB/s)\nlogical bytes: 2 x M x N x size")
@@ -209,17 +159,17 @@ def plot_backward(results: Results) -> Figure:
     rows = [r for r in results.rows if r.variant in BACKWARD_VARIANTS]
     shapes = _ordered(r.shape for r in results.rows)
     modes = [m for m in MODES if any(r.mode == m for r in results.rows)]
-    most_bars = max(len(_backward_bars(rows, s, m)) for s in shapes for m in modes)
+    most_bars = max(len(backward_bars(rows, s, m)) for s in shapes for m in modes)
     width = min(COLUMN_INCHES, max(8.0, (0.66 * most_bars + 1.4) * len(modes)))
     fig = Figure(figsize=(width, 4.2 * len(shapes) + 1.4))
     fig.set_layout_engine("constrained")
     axes = fig.subplots(len(shapes), len(modes), squeeze=False)
     for i, shape in enumerate(shapes):
-        roofs = {m: _roof(results, shape, m) for m in modes}
+        roofs = {m: roof_row(results, shape, m) for m in modes}
         here = [r for r in rows if r.shape == shape]  # one scale per shape: cold beside warm
-        top = _scale_top(
+        top = scale_top(
             [r.gbps_logical for r in here],
-            [_gbps_span(r)[1] for r in here],
+            [gbps_span(r)[1] for r in here],
             [roof.gbps_logical for roof in roofs.values() if roof is not None],
         )
         for j, mode in enumerate(modes):
@@ -231,7 +181,7 @@ def plot_backward(results: Results) -> Figure:
                 line = ax.axhline(roof.gbps_logical, color=ROOF, linestyle="--", linewidth=1.2)
                 line.set_gid(f"roof:{shape}:{mode}")
                 title += f"; roof {roof.gbps_logical:,.0f} GB/s"
-            _draw_backward_panel(ax, rows, shape, mode, top)
+            draw_backward_panel(ax, rows, shape, mode, top)
             ax.set_ylim(0, top)
             ax.set_title(title, loc="left", fontsize=11)
             if j == 0:
@@ -245,8 +195,8 @@ def plot_backward(results: Results) -> Figure:
     handles.append(
         Line2D([], [], color=WHISKER, marker="_", markersize=10, label="fastest to slowest call")
     )
-    if _drew_off_scale(fig):
-        handles.append(_off_scale_handle("fastest call off the scale"))
+    if drew_off_scale(fig):
+        handles.append(off_scale_handle("fastest call off the scale"))
     if any(r.variant == "roof" for r in results.rows):
         handles.append(Line2D([], [], color=ROOF, linestyle="--", label="roof: plain device copy"))
     fig.legend(handles=handles, loc="outside lower center", ncols=3, frameon=False)
@@ -268,11 +218,11 @@ def roof_table(results: Results, mode: str = "cold") -> str:
     lines = [f"{results.device}, {results.dtype}, {mode}: % of the roof (a plain device copy)"]
     lines.append(f"{'shape':<12}{'layout':<12}" + "".join(f"{v:>15}" for v in variants))
     for shape in _ordered(r.shape for r in results.rows):
-        roof = _roof(results, shape, mode)
+        roof = roof_row(results, shape, mode)
         for layout in LAYOUTS:
             cells = []
             for variant in variants:
-                row = _best(results, shape, layout, mode, variant)
+                row = best_row(results, shape, layout, mode, variant)
                 share = (
                     ""
                     if row is None or roof is None
@@ -322,276 +272,6 @@ def _whose(results: Results) -> str:
     for variant, impl in results.variant_impls.items():
         kernels += f" ({variant}: {Path(impl).name})"
     return f"{kernels} on {results.device}, {results.dtype}"
-
-
-def _warp_groups(rows: list[Row], layout: str) -> list[tuple[str, str]]:
-    """The (variant, mode) groups measured for `layout`, in a fixed order."""
-    present = {(r.variant, r.mode) for r in rows if r.layout == layout}
-    return [(v, m) for v, lay in WARP_GROUPS if lay == layout for m in MODES if (v, m) in present]
-
-
-def _draw_warps_panel(
-    ax: Axes, rows: list[Row], shape: str, layout: str, warps: list[int], colours: dict
-) -> None:
-    groups = _warp_groups(rows, layout)
-    width = 0.8 / len(warps)
-    by_key = {
-        (r.variant, r.mode, r.num_warps): r for r in rows if (r.shape, r.layout) == (shape, layout)
-    }
-    top = _scale_top([r.median_ms for r in by_key.values()], [r.max_ms for r in by_key.values()])
-    for g, (variant, mode) in enumerate(groups):
-        for k, w in enumerate(warps):
-            row = by_key.get((variant, mode, w))
-            if row is None:
-                continue
-            x = g + (k - (len(warps) - 1) / 2) * width
-            err = [[row.median_ms - row.min_ms], [row.max_ms - row.median_ms]]
-            bars = ax.bar(
-                x,
-                row.median_ms,
-                width * 0.92,
-                color=colours[w],
-                yerr=err,
-                error_kw={"ecolor": WHISKER, "capsize": 3, "elinewidth": 1},
-            )
-            gid = f"{shape}:{layout}:{variant}:{mode}:{w}"
-            bars.patches[0].set_gid(f"warps:{gid}")
-            _median_label(ax, x, row.median_ms, f"{row.median_ms:.3g}", f"median:{gid}")
-            if row.max_ms > top:
-                _mark_off_scale(ax, x, top, f"{row.max_ms:.3g}", f"off-scale:{gid}")
-    ax.set_xticks(range(len(groups)), [f"{VARIANT_NAMES[v]}\n{m}" for v, m in groups])
-    ax.set_xlim(-0.6, len(groups) - 0.4)
-    ax.set_ylim(0, top)
-    ax.grid(axis="y", alpha=0.3)
-    ax.set_axisbelow(True)
-    if not by_key:
-        ax.text(0.5, 0.5, "not measured", transform=ax.transAxes, ha="center", color="#888888")
-
-
-def _best(results: Results, shape: str, layout: str, mode: str, variant: str) -> Row | None:
-    """The fastest row of `variant` (over num_warps) for one shape, layout and mode."""
-    rows = [
-        r
-        for r in results.rows
-        if (r.variant, r.shape, r.layout, r.mode) == (variant, shape, layout, mode)
-    ]
-    return min(rows, key=lambda r: r.median_ms, default=None)
-
-
-def _roof(results: Results, shape: str, mode: str) -> Row | None:
-    """The fastest roof row for one shape and mode.
-
-    The benchmark times a plain copy of a contiguous tensor beside every configuration, so a
-    roof row may carry either layout; the fastest is the ceiling.
-    """
-    roofs = [r for r in results.rows if (r.variant, r.shape, r.mode) == ("roof", shape, mode)]
-    return min(roofs, key=lambda r: r.median_ms, default=None)
-
-
-def _on_layout_plot(row: Row) -> bool:
-    """Whether the layout plot draws `row`: one of its bars, or the roof."""
-    if row.variant == "roof":
-        return True
-    bars = LAYOUT_BARS + OPTIONAL_BARS
-    return any((row.variant, row.layout) == (b.variant, b.layout) for b in bars)
-
-
-def _layout_bars(results: Results) -> tuple[Bar, ...]:
-    """The layout panels' bars: LAYOUT_BARS, then each optional bar the file has rows for."""
-    present = {(r.variant, r.layout) for r in results.rows}
-    return LAYOUT_BARS + tuple(b for b in OPTIONAL_BARS if (b.variant, b.layout) in present)
-
-
-def _draw_layout_panel(ax: Axes, results: Results, shape: str, mode: str, top: float) -> None:
-    bars = _layout_bars(results)
-    drawn = [
-        (x, bar, _best(results, shape, bar.layout, mode, bar.variant)) for x, bar in enumerate(bars)
-    ]
-    roof = _roof(results, shape, mode)
-    for x, bar, row in drawn:
-        if row is None:
-            ax.text(x, 0, "not\nmeasured", ha="center", va="bottom", fontsize=8, color="#888888")
-            continue
-        patch = ax.bar(x, row.gbps_logical, 0.7, color=bar.colour).patches[0]
-        patch.set_gid(f"layouts:{shape}:{mode}:{bar.key}")
-        label = f"{row.gbps_logical:,.0f} GB/s"
-        if row.num_warps:
-            label += f"\n{row.num_warps} warps"
-        if bar.variant == "copy" and row.gbps_traffic > row.gbps_logical:
-            _draw_traffic(ax, x, row, bar, f"layouts:{shape}:{mode}:{bar.key}-traffic", label, top)
-        else:
-            _label_bar(ax, x, row.gbps_logical, label, top)
-    if roof is not None:
-        line = ax.axhline(roof.gbps_logical, color=ROOF, linestyle="--", linewidth=1.2)
-        line.set_gid(f"roof:{shape}:{mode}")
-        ax.annotate(
-            f"roof {roof.gbps_logical:,.0f} GB/s",
-            (1.0, roof.gbps_logical),
-            xycoords=("axes fraction", "data"),
-            xytext=(-4, 3),
-            textcoords="offset points",
-            ha="right",
-            va="bottom",
-            fontsize=8,
-        )
-    ax.set_xticks(range(len(bars)), [b.label for b in bars], fontsize=9)
-    ax.set_xlim(-0.6, len(bars) - 0.4)
-    ax.set_ylim(0, top)
-    ax.grid(axis="y", alpha=0.3)
-    ax.set_axisbelow(True)
-
-
-def _draw_traffic(ax: Axes, x: float, row: Row, bar: Bar, gid: str, label: str, top: float) -> None:
-    """Stack the copy's extra traffic, hatched, on its logical bar, and label both values."""
-    extra = row.gbps_traffic - row.gbps_logical
-    patch = ax.bar(
-        x, extra, 0.7, bottom=row.gbps_logical, facecolor="white", edgecolor=bar.colour, hatch="///"
-    ).patches[0]
-    patch.set_gid(gid)
-    real = f"real traffic\n{row.gbps_traffic:,.0f} GB/s"
-    if min(extra, row.gbps_logical) < 0.2 * top:
-        # Too short to hold labels inside: one label above the whole stack.
-        _label_bar(ax, x, row.gbps_traffic, f"{real}\nlogical {label}", top=float("inf"))
-        return
-    _label_bar(ax, x, row.gbps_logical, label, top)
-    ax.annotate(
-        real,
-        (x, row.gbps_traffic),
-        xytext=(0, -4),
-        textcoords="offset points",
-        ha="center",
-        va="top",
-        fontsize=8,
-        bbox={"facecolor": "white", "edgecolor": "none", "pad": 1},
-    )
-
-
-def _backward_bars(rows: list[Row], shape: str, mode: str) -> list[Row]:
-    """One panel's bars in drawing order: per layout, each variant by increasing num_warps."""
-    order = {v: k for k, v in enumerate(BACKWARD_VARIANTS)}
-    panel = [r for r in rows if (r.shape, r.mode) == (shape, mode)]
-    layouts = {lay: k for k, lay in enumerate(LAYOUT_NAMES)}
-    return sorted(panel, key=lambda r: (layouts[r.layout], order[r.variant], r.num_warps or 0))
-
-
-def _gbps_span(row: Row) -> tuple[float, float]:
-    """The GB/s of the row's slowest and fastest calls."""
-    return (
-        row.gbps_logical * row.median_ms / row.max_ms,
-        row.gbps_logical * row.median_ms / row.min_ms,
-    )
-
-
-def _draw_backward_panel(ax: Axes, rows: list[Row], shape: str, mode: str, top: float) -> None:
-    """Bars grouped by layout, a gap between the groups, each group named under its ticks,
-    on an axis up to `top` (a fastest call past it is marked at the edge)."""
-    ticks, labels, groups = [], [], {}
-    x = 0.0
-    for row in _backward_bars(rows, shape, mode):
-        if groups and row.layout not in groups:
-            x += 0.6  # the gap between layouts
-        groups.setdefault(row.layout, []).append(x)
-        slowest, fastest = _gbps_span(row)
-        err = [[row.gbps_logical - slowest], [fastest - row.gbps_logical]]
-        bars = ax.bar(
-            x,
-            row.gbps_logical,
-            0.7,
-            color=BACKWARD_VARIANTS[row.variant][1],
-            yerr=err,
-            error_kw={"ecolor": WHISKER, "capsize": 3, "elinewidth": 1},
-        )
-        gid = f"{shape}:{mode}:{row.layout}:{row.variant}:{row.num_warps}"
-        bars.patches[0].set_gid(f"backward:{gid}")
-        label = f"{row.gbps_logical:,.0f}\n{row.median_ms:.3g} ms"
-        _median_label(ax, x, row.gbps_logical, label, f"median:{gid}")
-        if fastest > top:
-            _mark_off_scale(ax, x, top, f"{fastest:,.0f}", f"off-scale:{gid}")
-        ticks.append(x)
-        warps = f"\n{row.num_warps} warps" if row.num_warps else ""
-        labels.append(f"{VARIANT_NAMES.get(row.variant, row.variant)}{warps}")
-        x += 1.0
-    ax.set_xticks(ticks, labels, fontsize=8)
-    named = ax.secondary_xaxis("bottom")
-    centres = [sum(xs) / len(xs) for xs in groups.values()]
-    named.set_xticks(centres, [f"\n\n{LAYOUT_NAMES[lay]}" for lay in groups], fontsize=9)
-    named.tick_params(axis="x", length=0, pad=6)
-    named.spines["bottom"].set_visible(False)
-    ax.set_xlim(-0.6, max(ticks, default=0.0) + 0.6)
-    ax.grid(axis="y", alpha=0.3)
-    ax.set_axisbelow(True)
-    if not ticks:
-        ax.text(0.5, 0.5, "not measured", transform=ax.transAxes, ha="center", color="#888888")
-
-
-def _scale_top(medians: list[float], ends: list[float], floors: Iterable[float] = ()) -> float:
-    """The top of a panel's axis, set by its medians: room above the highest for its label,
-    every whisker end within OFF_SCALE of it, and `floors` (a roof line) in view."""
-    highest = max(medians, default=1.0)
-    kept = [end for end in ends if end <= OFF_SCALE * highest]
-    return 1.1 * max([1.22 * highest, *kept, *floors])
-
-
-def _median_label(ax: Axes, x: float, median: float, text: str, gid: str) -> None:
-    """Write a bar's value just above its top, the median, on a white plate so that the
-    whisker through it does not cross the digits."""
-    ax.annotate(
-        text,
-        (x, median),
-        xytext=(0, 3),
-        textcoords="offset points",
-        ha="center",
-        va="bottom",
-        fontsize=8,
-        bbox={
-            "boxstyle": "round,pad=0.15",
-            "facecolor": "white",
-            "edgecolor": "none",
-            "alpha": 0.85,
-        },
-        gid=gid,
-    )
-
-
-def _mark_off_scale(ax: Axes, x: float, top: float, end: str, gid: str) -> None:
-    """Mark a whisker cut at the axis's edge: a triangle on the edge, its end beside it."""
-    ax.plot([x], [top], marker="^", color=WHISKER, markersize=5, clip_on=False, gid=gid)
-    ax.annotate(
-        end,
-        (x, top),
-        xytext=(4, -2),
-        textcoords="offset points",
-        ha="left",
-        va="top",
-        fontsize=7.5,
-        color=WHISKER,
-    )
-
-
-def _drew_off_scale(fig: Figure) -> bool:
-    """Whether any panel of `fig` has a whisker cut at its edge (`_mark_off_scale`)."""
-    return any(str(line.get_gid()).startswith("off-scale:") for ax in fig.axes for line in ax.lines)
-
-
-def _off_scale_handle(label: str) -> Line2D:
-    """The legend's entry for `_mark_off_scale`'s triangle."""
-    return Line2D([], [], color=WHISKER, marker="^", markersize=5, linestyle="none", label=label)
-
-
-def _label_bar(ax: Axes, x: float, height: float, label: str, top: float) -> None:
-    """Write `label` inside the top of a tall bar (clear of the roof line), above a short one."""
-    inside = height > 0.2 * top
-    ax.annotate(
-        label,
-        (x, height),
-        xytext=(0, -4 if inside else 3),
-        textcoords="offset points",
-        ha="center",
-        va="top" if inside else "bottom",
-        fontsize=8,
-        color="white" if inside else "black",
-        fontweight="bold" if inside else None,
-    )
 
 
 def _suptitle(fig: Figure, text: str) -> None:
