@@ -11,23 +11,11 @@ import torch
 
 from grader import gpu_check
 from grader.zoo import REFERENCE, Edit, apply
-from learning.workshops import benchmark
-from learning.workshops.benchmark import (
-    TIMED_OPS,
-    BenchmarkFailure,
-    Config,
-    Variant,
-    backward_variants,
-    logical_bytes,
-    main,
-    make_backward_inputs,
-    make_row,
-    traffic_bytes,
-    verify,
-)
+from learning.workshops.benchmark import main
 from learning.workshops.checking.cases import OPS
 from learning.workshops.checking.loader import load_function
 from learning.workshops.contracts import default_device
+from learning.workshops.measuring import sweep
 from learning.workshops.measuring.results import (
     BACKWARD,
     FORWARD,
@@ -36,6 +24,18 @@ from learning.workshops.measuring.results import (
     Results,
     ResultsError,
     load,
+)
+from learning.workshops.measuring.sweep import (
+    TIMED_OPS,
+    BenchmarkFailure,
+    Config,
+    Variant,
+    backward_variants,
+    logical_bytes,
+    make_backward_inputs,
+    make_row,
+    traffic_bytes,
+    verify,
 )
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
@@ -338,7 +338,7 @@ def test_backward_without_row_sum_exits_one(tmp_path, capsys):
 @needs_cuda
 def test_run_benchmark_times_a_backward_from_python():
     """Can a notebook time a plain backward with run_benchmark(op=...) and get checked rows?"""
-    rows = benchmark.run_benchmark(
+    rows = sweep.run_benchmark(
         lambda y, dy, num_warps: torch._softmax_backward_data(dy, y, 1, y.dtype),
         shapes=[(256, 128)],
         warps=[4],

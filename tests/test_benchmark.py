@@ -11,22 +11,9 @@ import torch
 
 from grader.zoo import BUGS, REFERENCE, write_bug
 from learning.workshops import benchmark
-from learning.workshops.benchmark import (
-    BenchmarkFailure,
-    Config,
-    Variant,
-    format_table,
-    gbps,
-    logical_bytes,
-    main,
-    make_input,
-    mismatch,
-    parse_shapes,
-    softmax_variants,
-    traffic_bytes,
-    verify,
-)
+from learning.workshops.benchmark import format_table, main, parse_shapes
 from learning.workshops.check import UsageError
+from learning.workshops.measuring import sweep
 from learning.workshops.measuring.results import (
     BACKWARD,
     FORWARD,
@@ -38,6 +25,18 @@ from learning.workshops.measuring.results import (
     ResultsError,
     Row,
     load,
+)
+from learning.workshops.measuring.sweep import (
+    BenchmarkFailure,
+    Config,
+    Variant,
+    gbps,
+    logical_bytes,
+    make_input,
+    mismatch,
+    softmax_variants,
+    traffic_bytes,
+    verify,
 )
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
@@ -311,7 +310,7 @@ def test_torch_compile_with_the_backward_exits_two_with_one_line(tmp_path, capsy
 def test_run_benchmark_refuses_another_backward():
     """Is `extra` for the backward refused before anything is timed (it has no such variant)?"""
     with pytest.raises(ValueError, match="strided_softmax_backward has no optional variant"):
-        benchmark.run_benchmark(lambda *a: None, op=BACKWARD, extra=lambda *a: None)
+        sweep.run_benchmark(lambda *a: None, op=BACKWARD, extra=lambda *a: None)
 
 
 def test_beyond_module_is_a_variant_the_benchmark_can_load():
@@ -425,7 +424,7 @@ def test_a_raising_variant_is_named():
 
     config = Config(5, 7, "transpose", "cold")
     with pytest.raises(BenchmarkFailure, match="copy num_warps=8 on 5x7 transpose \\(cold\\) "):
-        benchmark.call(Variant("copy", 8, broken), (torch.zeros(5, 7),), config)
+        sweep.call(Variant("copy", 8, broken), (torch.zeros(5, 7),), config)
 
 
 def test_table_shows_each_row():
@@ -687,7 +686,7 @@ def test_cached_result_fails_on_fresh_inputs(tmp_path, capsys):
 @needs_cuda
 def test_run_benchmark_from_python():
     """Can a notebook call run_benchmark directly and get checked rows for a plain function?"""
-    rows = benchmark.run_benchmark(
+    rows = sweep.run_benchmark(
         lambda x, num_warps: torch.softmax(x, dim=1),
         shapes=[(256, 128)],
         warps=[4],

@@ -1,1 +1,1 @@
-"""GPU timing, and the benchmark's results file with the course's recorded H200 run."""
+"""GPU timing, the benchmark's sweep and its results file, with the course's recorded H200 run."""
