@@ -57,6 +57,9 @@ NOT_RUN = {
     "python -m grader.parallel i1_strided_softmax --shard 2/2 --workers 4": "as shard 1/2",
     "sbatch --array=1-4 scripts/slurm_autograde.sbatch": "a Slurm cluster: tests/test_slurm.py "
     "submits the script to a private one-node cluster",
+    "python -m grader.collect i1_strided_softmax --course . --take 23456 "
+    '"roebob_23456_987004_strided_softmax (1).ipynb"': "a renamed upload the term's downloads "
+    "do not have: tests/test_collect.py takes one in with --take from a course folder",
 }
 """The commands shown that no test runs, each with why (and what tests it otherwise)."""
 

@@ -6,6 +6,9 @@ the course's own (`python -m grader....`) run in this process, through the same 
 Step 1 runs once; steps 2-5 once per Canvas download, each saved with its submissions export
 (the times); step 6 at the end.
 
+Bob has an extension to 2026-12-18 (step 1's line). Each export goes into a plain CSV and a
+Canvas gradebook import, from a Canvas gradebook download the test writes as Canvas does.
+
 - Download 1: Jane (12345) and Bob (23456), both right and on time. Jane's prediction is
   graded by hand (step 4's line); Bob's is not. Ann (34567) sends nothing all term.
 - Download 2, the first still beside it: Jane resubmitted with a bug, 16.5 h late (`late_`
@@ -45,9 +48,19 @@ pytestmark = pytest.mark.nbgrader
 GUIDE = docs_commands.page(make_course.GUIDE)
 """The instructor guide; its section `make_course.TERM` holds the term's block."""
 DUE = "2026-12-15 17:00:00"
+BOB_DUE = "2026-12-18 17:00:00"  # his extension
 JANE, BOB, ANN = "12345", "23456", "34567"  # Ann: on the roster, never submits
 ROSTER = "id,first_name,last_name\n12345,Jane,Doe\n23456,Bob,Roe\n34567,Ann,Smith\n"
 NOT_JSON = b"this is not a notebook\n"
+CANVAS = (
+    "\ufeffStudent,ID,SIS User ID,SIS Login ID,Section,I1: Strided softmax (88001),"
+    "Current Score\n"
+    "    Points Possible,,,,,20.00,(read only)\n"
+    '"Doe, Jane",12345,s12345,jdoe,CS 101,,\n'
+    '"Roe, Bob",23456,s23456,broe,CS 101,,\n'
+    '"Smith, Ann",34567,s34567,asmith,CS 101,,\n'
+)
+"""The course's Canvas gradebook as Canvas exports it (Grades > Export), before any upload."""
 PREDICTION = '<a href="#prediction">Written response</a>'
 """The prediction's line in the feedback's list of scores, as nbgrader writes it."""
 
@@ -124,6 +137,19 @@ def cohort(root: Path) -> pd.DataFrame:
     return pd.read_csv(root / "reports" / "cohort" / "cohort.csv").set_index(["student", "cell"])
 
 
+def lms_scores(root: Path) -> dict[str, str]:
+    """The score each student gets in the Canvas import and, alike, in the plain CSV."""
+    with (root / "canvas_import.csv").open(newline="", encoding="utf-8") as fh:
+        canvas = {row["ID"]: row["I1: Strided softmax (88001)"] for row in csv.DictReader(fh)}
+    with (root / "grades_plain.csv").open(newline="") as fh:
+        plain = {row["student_id"]: row["score"] for row in csv.DictReader(fh)}
+    assert canvas.pop("") == "20.00"  # the Points Possible row, kept
+    assert {s: float(v) if v else v for s, v in canvas.items()} == {
+        s: float(v) if v else v for s, v in plain.items()
+    }
+    return canvas
+
+
 def hand_grade(root: Path, student: str) -> tuple[float | None, bool]:
     """The prediction's (manual score, needs manual grade) in the gradebook."""
     with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gradebook:
@@ -152,9 +178,12 @@ def test_a_whole_term_through_the_instructor_guide(tmp_path, monkeypatch):
     shutil.copytree(course.REPO / "source", root / "source")
     (root / "roster.csv").write_text(ROSTER)
     monkeypatch.delenv("I1_COURSE_SECRET")  # the course's own secret, as an instructor's
-    run(root, steps[1])
+    said = run(root, steps[1])
     assert (root / "dist" / "i1-student.zip").is_file()
     assert (root / "course_secret.txt").is_file()
+    extension = next(line for line in steps[1] if line.startswith("python -m grader.extension"))
+    assert "no submission yet: autograde applies it" in said[extension]
+    (root / "canvas_gradebook.csv").write_text(CANVAS, encoding="utf-8")
 
     # Download 1: both right and on time; Jane's prediction graded by hand.
     canvas_download(
@@ -185,6 +214,8 @@ def test_a_whole_term_through_the_instructor_guide(tmp_path, monkeypatch):
     )
     assert PREDICTION not in feedback(root, BOB)  # no "0.0 / 2.0" for it
     assert cohort(root).loc[(int(BOB), "prediction"), "status"] == "manual"
+    assert (first[BOB]["duedate"], first[JANE]["duedate"]) == (BOB_DUE, DUE)  # his extension
+    assert lms_scores(root) == {JANE: first[JANE]["score"], BOB: "", ANN: ""}  # Bob's not final
 
     # Download 2: Jane's bug, late; Bob's broken file; download 1 still in archive/.
     canvas_download(
@@ -223,6 +254,7 @@ def test_a_whole_term_through_the_instructor_guide(tmp_path, monkeypatch):
     bob_reads = feedback(root, BOB)
     assert "could not be graded" in bob_reads and "Score:" not in bob_reads
     assert (second[ANN]["status"], second[ANN]["score"]) == ("missing", "")
+    assert lms_scores(root) == {JANE: jane["score"], BOB: "", ANN: ""}
     table = cohort(root)
     assert set(table.loc[int(BOB)]["status"]) == {"ungradable"}
     assert table.loc[(int(JANE), "prediction"), "reason"] == "graded by hand"
