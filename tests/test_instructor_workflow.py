@@ -3,8 +3,9 @@ every line of its block, in order, in a scratch course that starts with only the
 config and source, a roster and the LMS's downloads. nbgrader's lines run in a shell as typed;
 the course's own (`python -m grader....`) run in this process, through the same `main`.
 
-Step 1 runs once; steps 2-5 once per Canvas download, each saved with its submissions export
-(the times); step 6 at the end.
+The course folder is made as the guide makes it (`grader.make_course`), so it is tied to
+this checkout and every grading checks that. Step 1 runs once; steps 2-5 once per Canvas
+download, each saved with its submissions export (the times); step 6 at the end.
 
 Bob has an extension to 2026-12-18 (step 1's line). Each export goes into a plain CSV and a
 Canvas gradebook import, from a Canvas gradebook download the test writes as Canvas does.
@@ -27,7 +28,6 @@ import importlib
 import os
 import re
 import shlex
-import shutil
 import subprocess
 import time
 import zipfile
@@ -173,9 +173,9 @@ def test_a_whole_term_through_the_instructor_guide(tmp_path, monkeypatch):
     bug = next(b for b in zoo.BUGS if b.name == "ignores-column-stride")
     buggy = nbformat.writes(course.solved_notebook(course.REPO, bug.edits)).encode()
     root = tmp_path / "course"
-    root.mkdir()
-    shutil.copy(course.REPO / "nbgrader_config.py", root)
-    shutil.copytree(course.REPO / "source", root / "source")
+    made = run_main(make_course.main, (str(root),), cwd=tmp_path)  # the guide's first command
+    assert made.returncode == 0, made.stderr
+    assert (root / "i1_course.json").is_file()  # tied to this checkout: grading checks it
     (root / "roster.csv").write_text(ROSTER)
     monkeypatch.delenv("I1_COURSE_SECRET")  # the course's own secret, as an instructor's
     said = run(root, steps[1])
