@@ -49,7 +49,8 @@ class Member:
 def members(folder: Path) -> list[Member]:
     """The family, the reference (of every op) and the in-process bugs that are not races,
     written under `folder`."""
-    from grader.zoo import BUGS, DECOMPOSITIONS, REFERENCE, base_path, write_bug
+    from grader.zoo import BUGS, write_bug
+    from grader.zoo.bug import DECOMPOSITIONS, REFERENCE, base_path
 
     found = [Member("reference", str(REFERENCE), "strided_softmax", None)]
     found += [Member(f"reference-{op}", str(REFERENCE), op, None) for op in FOLLOW_ON_OPS]

@@ -17,9 +17,10 @@ from pathlib import Path
 
 import nbformat
 
+from grader.edits import Edit, apply, function_span
 from grader.gradebook import alembic_on_path, gradebook_url, open_gradebook
 from grader.seeding import new_secret
-from grader.zoo import Edit, apply, base_source, function_span
+from grader.zoo.bug import base_source
 from learning.workshops.checking.child import child_env
 
 REPO = Path(__file__).resolve().parents[1]

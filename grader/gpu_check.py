@@ -32,7 +32,8 @@ import torch
 from grader import course, sample_cohort
 from grader.grading.grading_log import read_record
 from grader.grading.timing_record import SIDECAR
-from grader.zoo import BUGS, COPY_FIRST, base_path, write_bug
+from grader.zoo import BUGS, write_bug
+from grader.zoo.bug import COPY_FIRST, base_path
 from learning.workshops.check import UsageError
 from learning.workshops.measuring.results import BACKWARD, load
 from learning.workshops.paths import unwritable

@@ -11,7 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grader import course
-from grader.zoo import BUGS, COPY_FIRST, Edit
+from grader.edits import Edit
+from grader.zoo import BUGS
+from grader.zoo.bug import COPY_FIRST
 
 DUE = "2026-12-01 17:00:00 UTC"
 LATE = "2026-12-02 09:30:00 UTC"

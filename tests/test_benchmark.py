@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from grader.zoo import BUGS, REFERENCE, write_bug
+from grader.zoo import BUGS, write_bug
+from grader.zoo.bug import REFERENCE
 from learning.workshops import benchmark
 from learning.workshops.benchmark import format_table, main, parse_shapes
 from learning.workshops.check import UsageError

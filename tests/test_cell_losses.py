@@ -11,7 +11,8 @@ from notebook_cells import SOURCE, graded_cells, lost_cells
 
 from grader import course
 from grader.grading.hidden import course_draw
-from grader.zoo import BUGS, DECOMPOSITIONS
+from grader.zoo import BUGS
+from grader.zoo.bug import DECOMPOSITIONS
 
 KILLS_KERNEL = ("segfaults", "never-returns")
 """Bugs that kill or hang the kernel in a visible cell (as they would this process): nbgrader

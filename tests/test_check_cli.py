@@ -12,7 +12,8 @@ import nbformat
 import pytest
 from in_process import run_main
 
-from grader.zoo import BUGS, REFERENCE, write_bug
+from grader.zoo import BUGS, write_bug
+from grader.zoo.bug import REFERENCE
 
 REPO = Path(__file__).resolve().parents[1]
 RELEASE = REPO / "release" / "i1_strided_softmax" / "strided_softmax.ipynb"
@@ -288,7 +289,7 @@ def test_malformed_notebook_exits_two(tmp_path):
 
 def test_autotune_in_the_interpreter_is_said_once(tmp_path):
     """Does the report say, once, that the interpreter ran the first autotune config?"""
-    from grader.zoo import base_path
+    from grader.zoo.bug import base_path
     from learning.workshops.check import format_report, run_check
     from learning.workshops.contracts import interpreter_active
 

@@ -17,7 +17,7 @@ import torch
 import grader.grading.hidden as hidden
 from grader import recheck
 from grader.reference import address_table, strided_softmax
-from grader.zoo import REFERENCE
+from grader.zoo.bug import REFERENCE
 from learning.workshops import check
 from learning.workshops.checking import child, compare, isolation
 from learning.workshops.checking.cases import Case, CaseResult, Failure, Verdict

@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from grader import reference
-from grader.zoo import FOLLOW_ON_BUGS, write_bug
+from grader.zoo import write_bug
+from grader.zoo.follow_on_bugs import FOLLOW_ON_BUGS
 from learning.workshops.checking.cases import OPS, run_case, suite
 from learning.workshops.checking.loader import load_function
 from learning.workshops.contracts import matching_pair, shared_address, writable_matrix

@@ -7,7 +7,7 @@ import json
 import pytest
 import torch
 
-from grader.zoo import Edit
+from grader.edits import Edit
 
 pytestmark = [
     pytest.mark.gpu,
@@ -50,7 +50,7 @@ def test_every_decomposition_computes_every_timing_shape():
     """Does each correct decomposition compute each shape the timing cell may draw, as a
     transposed fp32 view (65536 rows included: over CUDA's 65535 programs on grid axis 1)?"""
     from grader.grading.gpu_timing import SHAPES
-    from grader.zoo import DECOMPOSITIONS, base_path
+    from grader.zoo.bug import DECOMPOSITIONS, base_path
     from learning.workshops.checking.loader import load_function
 
     for shape in DECOMPOSITIONS:
@@ -63,8 +63,9 @@ def test_every_decomposition_computes_every_timing_shape():
 
 def _timed(tmp_path, edits=(), name="reference", sandbox=None) -> tuple[float, dict]:
     """timing_points of the reference with `edits`, unsandboxed unless `sandbox`; the record."""
+    from grader.edits import apply
     from grader.grading.gpu_timing import timing_points
-    from grader.zoo import REFERENCE, apply
+    from grader.zoo.bug import REFERENCE
 
     impl = tmp_path / f"{name.replace('-', '_')}.py"
     impl.write_text(apply(REFERENCE.read_text(), edits))
@@ -86,7 +87,7 @@ def test_timing_points_for_the_reference(tmp_path):
 
 def test_timing_catches_a_copy_first_kernel(tmp_path):
     """Does a kernel that copies its input first score 1.5 (the 3/4 band) on transposes?"""
-    from grader.zoo import COPY_FIRST
+    from grader.zoo.bug import COPY_FIRST
 
     assert _timed(tmp_path, COPY_FIRST, "copy-first")[0] == 1.5
 
@@ -111,7 +112,8 @@ def test_an_illegal_address_costs_only_its_case(tmp_path):
     """Does a kernel that stores to a wild address (only on the wide public cases) fail those
     cases as crashes naming the CUDA error, while every other case still passes in a fresh
     child?"""
-    from grader.zoo import REFERENCE, apply
+    from grader.edits import apply
+    from grader.zoo.bug import REFERENCE
     from learning.workshops.check import run_check
 
     impl = tmp_path / "wild_store.py"
@@ -207,7 +209,7 @@ def test_every_decomposition_is_graded_by_its_speed(tmp_path):
     """Is each correct decomposition timed against the reference and given the points of its
     ratio, full points when it is at least as fast?"""
     from grader.grading.gpu_timing import band, timing_points
-    from grader.zoo import DECOMPOSITIONS, base_path
+    from grader.zoo.bug import DECOMPOSITIONS, base_path
 
     rows = []
     for shape in DECOMPOSITIONS:
@@ -227,7 +229,7 @@ def test_timing_started_ahead_scores_as_one_started_late(tmp_path):
     """Started ahead (loaded and compiled on the shapes, then stopped), and only then told to
     measure, does the reference still earn full points?"""
     from grader.grading.gpu_timing import Sandbox, start_ahead, timing_points
-    from grader.zoo import REFERENCE
+    from grader.zoo.bug import REFERENCE
 
     sandbox = Sandbox(list, str(REFERENCE), "ahead/reference")
     sandbox.started = start_ahead(sandbox)
@@ -238,7 +240,7 @@ def test_timing_started_ahead_scores_as_one_started_late(tmp_path):
 
 def test_timing_ratios_agree_run_to_run(tmp_path):
     """Do three timings of the copy-first kernel give ratios within 3% of each other?"""
-    from grader.zoo import COPY_FIRST
+    from grader.zoo.bug import COPY_FIRST
 
     runs = [_timed(tmp_path, COPY_FIRST, f"copy-first-{i}")[1]["shapes"] for i in range(3)]
     for shape in zip(*runs, strict=True):

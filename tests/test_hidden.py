@@ -6,7 +6,8 @@ import pytest
 
 import grader.reference as reference
 from grader.grading.hidden import expect_address_table, expect_hidden, hidden_cases
-from grader.zoo import BUGS, REFERENCE, write_bug
+from grader.zoo import BUGS, write_bug
+from grader.zoo.bug import REFERENCE
 from learning.workshops.checking.cases import PUBLIC_CASES
 
 

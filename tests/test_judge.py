@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from grader.zoo import BUGS, REFERENCE, apply
+from grader.edits import apply
+from grader.zoo import BUGS
+from grader.zoo.bug import REFERENCE
 from learning.workshops.checking.cases import OPS, Case, CaseResult, Failure, Verdict
 from learning.workshops.checking.exchange import Inputs, Observation, build_inputs, view_of
 from learning.workshops.checking.isolation import Session

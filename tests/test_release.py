@@ -10,7 +10,8 @@ import pytest
 from traitlets.config.loader import PyFileConfigLoader
 
 from grader import course
-from grader.zoo import REFERENCE, function_span
+from grader.edits import function_span
+from grader.zoo.bug import REFERENCE
 
 pytestmark = pytest.mark.nbgrader
 

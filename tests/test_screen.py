@@ -18,7 +18,9 @@ from docs_commands import doc
 
 from grader import course
 from grader.course import shape_cells
-from grader.zoo import BUGS, DECOMPOSITIONS, apply, base_source
+from grader.edits import apply
+from grader.zoo import BUGS
+from grader.zoo.bug import DECOMPOSITIONS, base_source
 from learning.workshops.checking.loader import notebook_definitions
 from learning.workshops.screen import Finding, Screened, report_lines, screen_file
 from learning.workshops.screen.reading import MEANINGS, findings, notebook_cells, read_file

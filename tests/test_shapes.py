@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from grader.zoo import DECOMPOSITIONS, SHAPE_BUGS, base_path, write_bug
+from grader.zoo import write_bug
+from grader.zoo.bug import DECOMPOSITIONS, base_path
+from grader.zoo.shape_bugs import SHAPE_BUGS
 from learning.workshops.checking.cases import OPS, CaseResult, suite
 from learning.workshops.checking.hints import diagnose
 from learning.workshops.checking.loader import load_module

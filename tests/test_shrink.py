@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from test_check_cli import check
 
-from grader.zoo import BUGS, REFERENCE, write_bug
+from grader.zoo import BUGS, write_bug
+from grader.zoo.bug import REFERENCE
 from learning.workshops.check import Report, format_report, run_check
 from learning.workshops.checking.cases import OPS, Case, CaseResult, Failure, Verdict
 from learning.workshops.checking.hints import Hint, HintId

@@ -13,7 +13,9 @@ import nbformat
 import pytest
 
 from grader import zoo
+from grader.edits import apply
 from grader.reference import strided_softmax
+from grader.zoo.bug import REFERENCE
 from learning.workshops.checking.cases import PUBLIC_CASES, suite
 from learning.workshops.checking.hints import MESSAGES
 from learning.workshops.contracts import default_device
@@ -25,7 +27,7 @@ def buggy(bug_name: str, folder):
     """The zoo's `bug_name` implementation of strided_softmax, imported from `folder`."""
     bug = next(b for b in zoo.BUGS if b.name == bug_name)
     path = folder / f"{bug_name.replace('-', '_')}.py"
-    path.write_text(zoo.apply(zoo.REFERENCE.read_text(), bug.edits))
+    path.write_text(apply(REFERENCE.read_text(), bug.edits))
     spec = importlib.util.spec_from_file_location(f"zoo_{path.stem}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -9,7 +9,7 @@ from grader.grading import ahead as checks_ahead
 from grader.grading import trusted
 from grader.grading.hidden import Draw, hidden_cases, hidden_views, run_function_check
 from grader.grading.hidden_regions import hidden_checks, hidden_region
-from grader.zoo import REFERENCE
+from grader.zoo.bug import REFERENCE
 from learning.workshops.checking.isolation import Session
 
 REGION = """# smoke test first
@@ -124,7 +124,8 @@ def test_checks_shared_between_two_children_run_as_in_one():
     """With the hidden checks shared out between two sandboxed children, does every check run
     ahead, with the same verdicts as in one child, for a submission with a bug?"""
     from grader.course import ASSIGNMENT, NOTEBOOK, REPO
-    from grader.zoo import BUGS, apply
+    from grader.edits import apply
+    from grader.zoo import BUGS
 
     bug = next(b for b in BUGS if b.name == "ignores-column-stride")
     nb = nbformat.read(REPO / "source" / ASSIGNMENT / NOTEBOOK, as_version=4)

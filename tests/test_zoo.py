@@ -6,16 +6,9 @@ import pytest
 import triton
 from test_shapes import public_results
 
-from grader.zoo import (
-    BUGS,
-    DECOMPOSITIONS,
-    REFERENCE,
-    Edit,
-    apply,
-    base_path,
-    base_source,
-    write_bug,
-)
+from grader.edits import Edit, apply
+from grader.zoo import BUGS, write_bug
+from grader.zoo.bug import DECOMPOSITIONS, REFERENCE, base_path, base_source
 from learning.workshops.check import run_check
 from learning.workshops.checking.cases import OPS
 from learning.workshops.checking.hints import BLOCK_POINTERS_GONE, diagnose
@@ -126,7 +119,7 @@ def test_every_shape_is_a_file():
 
 def test_edit_that_matches_nothing_is_refused():
     """Does a stale edit fail loudly instead of silently leaving the reference correct?"""
-    from grader.zoo import Edit
+    from grader.edits import Edit
 
     with pytest.raises(ValueError, match="matches 0 times"):
         apply(REFERENCE.read_text(), (Edit("strided_softmax", "no such text", "x"),))
