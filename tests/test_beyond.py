@@ -11,7 +11,8 @@ import pytest
 import torch
 import triton
 
-from grader.beyond import (
+from grader.beyond import softmax_by_plan, strided_softmax
+from grader.beyond_plan import (
     COLUMN_MAJOR,
     MOST_TEAM,
     ROW_MAJOR,
@@ -19,8 +20,6 @@ from grader.beyond import (
     SPLIT_WARPS,
     Plan,
     plan,
-    softmax_by_plan,
-    strided_softmax,
 )
 from grader.grading.hidden import Draw, hidden_cases
 from learning.workshops.checking.cases import Case, CaseResult, suite
@@ -315,7 +314,7 @@ def test_the_recorded_loads_are_what_the_compiler_gives():
     """Are the loads the notebook's beyond section prints (beyond_loads.txt) what compiling
     the planned launches for sm_90 gives now: 128-bit loads for the team's tiles and for
     whole 16384-column rows?"""
-    from grader.beyond import evidence
+    from grader.beyond_evidence import evidence
     from learning.workshops.measuring.results import BEYOND_LOADS
 
     lines = evidence(shapes=((2048, 16384),))
