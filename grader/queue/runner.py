@@ -7,7 +7,8 @@ run locally, as a subprocess under the job's time bound:
   `grader.queue.check_job`, which runs it once with `--sandbox required` and keeps both its
   text and its `--json` report. The check already runs the student's code in its bubblewrap
   sandbox (`learning.workshops.checking.sandbox`); without a CUDA device it runs the cases in
-  Triton's interpreter, as on a student's laptop.
+  Triton's interpreter, as on a student's laptop. It holds the GPU lock shared, as a
+  grading's notebook does: checks may share a GPU, never with a timing.
 - a benchmark: `python -m learning.workshops.benchmark --op OP --impl FILE --output OUT`.
   The benchmark imports the student's file into its own process (it times in-process, as on
   the student's machine), so the whole command runs in GRADING's sandbox
@@ -160,9 +161,10 @@ def options_argv(options: dict, allowed: dict[str, type]) -> list[str]:
 
 
 def run_check(job, name: str, time_limit_s: float) -> tuple[dict, int]:
-    """The check's result (its `--json` report, "stdout", "stderr") and exit status."""
+    """The check's result (its `--json` report, "stdout", "stderr") and exit status; the
+    GPU lock held shared."""
     extra = options_argv(job.options, CHECK_OPTIONS)
-    with tempfile.TemporaryDirectory(prefix="i1-queue-") as folder:
+    with tempfile.TemporaryDirectory(prefix="i1-queue-") as folder, gpu_lock(shared=True):
         work = Path(folder)
         (work / name).write_bytes(job.content)
         argv = [sys.executable, "-m", "grader.queue.check_job", job.op, name, "report.json"]
