@@ -11,8 +11,10 @@ kernel's time means nothing. The backward, `strided_softmax_backward(y, dy, num_
 y (a row softmax) and dy as views of one layout and is timed against PyTorch's own softmax
 backward. `--variants FILE` times that file's strided_softmax too, as `layout-aware`, and
 `--torch-compile` times torch.softmax compiled by torch.compile, as `torch_compile`, in the
-same interleaved run. Exit status: 0 when results were written, 1 when a variant failed its
-check, 2 for a usage error or a machine without a CUDA device.
+same interleaved run. `--remote` runs the same command on the course's GPU queue and writes
+the same file (`learning.workshops.remote`, docs/queue.md). Exit status: 0 when results were
+written, 1 when a variant failed its check (or the remote job failed), 2 for a usage error, a
+machine without a CUDA device, or a queue that could not take the job.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from learning.workshops import contracts
+from learning.workshops import contracts, remote
 from learning.workshops.check import UsageError, find_impl
 from learning.workshops.checking.cases import DTYPES, OPS
 from learning.workshops.checking.loader import LoadError, load_function, load_module
@@ -95,6 +97,9 @@ def parse_choices(text: str, allowed: Sequence[str], option: str) -> list[str]:
     return list(dict.fromkeys(names))
 
 
+COMMAND = "python -m learning.workshops.benchmark"
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # one line, the way every usage error reads
         raise UsageError(f"{message}; see --help.")
@@ -102,7 +107,7 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     """The command's options, each declared once with its default and help."""
-    p = _Parser(prog="python -m learning.workshops.benchmark", description=__doc__.splitlines()[0])
+    p = _Parser(prog=COMMAND, description=__doc__.splitlines()[0])
     p.add_argument("--op", default=FORWARD, choices=tuple(TIMED_OPS), help="what to time")
     p.add_argument("--output", required=True, type=Path, help="the results file (JSON) to write")
     p.add_argument("--impl", help="a .py file or notebook that defines the op's function")
@@ -117,6 +122,11 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help=f"time torch.softmax compiled by torch.compile beside yours, as {TORCH_COMPILE} "
         f"(--op {FORWARD} only)",
+    )
+    p.add_argument(
+        "--remote",
+        action="store_true",
+        help=f"run it on the course's GPU queue named in your {remote.HANDOUT} (docs/queue.md)",
     )
     shapes = ",".join(f"{m}x{n}" for m, n in DEFAULT_SHAPES)
     p.add_argument("--shapes", default=shapes, help="logical shapes ROWSxCOLS (%(default)s)")
@@ -148,6 +158,7 @@ class Options:
     layouts: list[str]
     dtype: str
     reps: int
+    remote: bool = False
 
 
 def parse_options(argv: Sequence[str] | None) -> Options:
@@ -162,6 +173,8 @@ def parse_options(argv: Sequence[str] | None) -> Options:
     problem = unwritable(args.output.parent)
     if problem:
         raise UsageError(f"--output {args.output}: {problem}; choose another path.")
+    if args.remote and args.variants:
+        raise UsageError("--variants is a second file the queue does not take; drop it.")
     return Options(
         op=args.op,
         output=args.output,
@@ -174,7 +187,21 @@ def parse_options(argv: Sequence[str] | None) -> Options:
         layouts=parse_choices(args.layouts, LAYOUTS, "--layouts"),
         dtype=args.dtype,
         reps=args.reps,
+        remote=args.remote,
     )
+
+
+def sent_options(o: Options) -> dict[str, object]:
+    """The options a remote job runs with, by long name, as the command line spells them."""
+    return {
+        "shapes": ",".join(f"{m}x{n}" for m, n in o.shapes),
+        "warps": ",".join(map(str, o.warps)),
+        "modes": ",".join(o.modes),
+        "layouts": ",".join(o.layouts),
+        "dtype": o.dtype,
+        "reps": o.reps,
+        "torch_compile": o.torch_compile,
+    }
 
 
 def variants_file(text: str | None, op: str) -> Path | None:
@@ -239,12 +266,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         options = parse_options(argv)
         impl = find_impl(options.op, options.impl)
+        if options.remote:
+            return remote.benchmark(
+                options.op, impl, options.output, sent_options(options), format_table
+            )
         contracts.select_mode(verbose=False)  # before the files define their kernels
         fn = load_function(impl, OPS[options.op].function)
         extra = None if options.variants is None else load_variant(options.variants)
         require_gpu_timing()
-    except (UsageError, LoadError, timing.NoCudaError) as exc:
+    except (UsageError, LoadError) as exc:
         print(f"benchmark: {exc}", file=sys.stderr)
+        return 2
+    except timing.NoCudaError as exc:
+        again = remote.next_step(COMMAND, sys.argv[1:] if argv is None else argv)
+        print(f"benchmark: {exc} {again}", file=sys.stderr)
         return 2
     try:
         rows = run_benchmark(

@@ -2,6 +2,7 @@
 
     python -m learning.workshops.check strided_softmax [--hint] [--impl FILE] [--json]
                                                        [--draw FILE.png] [--sandbox MODE]
+                                                       [--remote]
 
 The implementation runs in a child process, so a crash or a hang becomes a failed case. On
 Linux that child runs sandboxed (`checking.sandbox`: bubblewrap, on a copy of the file), so
@@ -11,6 +12,7 @@ source screen reads the same file as grading does (`learning.workshops.screen`) 
 each line grading would hold for an instructor's review, with what to write instead.
 When a case fails, the same child then runs smaller views until it finds the smallest that
 fails the same way (`checking.shrink`); the report gives it, and --draw saves its picture.
+`--remote` runs the same check on the course's GPU queue (`remote`, docs/queue.md).
 Exit status: 0 when every case passes (or an optional exercise is not attempted: still its
 stub), 1 when any fails, 2 for a usage error, 3 for an internal error (the checker itself
 failed, not your code: report it with the output).
@@ -29,6 +31,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+from learning.workshops import remote
 from learning.workshops.checking.cases import OPS, Case, CaseResult, suite
 from learning.workshops.checking.faults import (
     INTERNAL_ERROR,
@@ -36,7 +39,8 @@ from learning.workshops.checking.faults import (
     fault_text,
     internal_message,
 )
-from learning.workshops.checking.hints import MESSAGES, Hint, HintId, diagnose, not_attempted
+from learning.workshops.checking.hint_rules import diagnose, not_attempted
+from learning.workshops.checking.hints import MESSAGES, Hint, HintId
 from learning.workshops.checking.isolation import IsolatedRun, Session
 from learning.workshops.checking.passes import where_to_start
 from learning.workshops.checking.raised import raised_again
@@ -400,6 +404,11 @@ def main(argv: list[str] | None = None) -> int:
         "bubblewrap): auto (default) sandboxes where one can start, else says so in one line "
         "and runs it anyway; required refuses to run without one; off runs it unsandboxed",
     )
+    parser.add_argument(
+        "--remote",
+        action="store_true",
+        help=f"run it on the course's GPU queue named in your {remote.HANDOUT} (docs/queue.md)",
+    )
     args = parser.parse_args(argv)
     try:
         if args.op not in OPS:
@@ -407,6 +416,11 @@ def main(argv: list[str] | None = None) -> int:
         impl = find_impl(args.op, args.impl)
         if note := both_found(args.op, args.impl):
             print(note, file=sys.stderr, flush=True)
+        if args.remote:
+            if args.draw:
+                raise UsageError("--draw draws from a check run here; drop it with --remote.")
+            sent = {"hint": args.hint} | ({} if args.seed is None else {"seed": args.seed})
+            return remote.check(args.op, impl, sent, args.json)
         picture = picture_path(args.draw)
         report = run_check(
             args.op,
