@@ -70,7 +70,7 @@ def members(folder: Path) -> list[Member]:
 def verdicts(member: Member) -> dict:
     """Run `member` on the public cases of its op here; per-case verdicts and hint ids."""
     from learning.workshops.checking.cases import OPS, suite
-    from learning.workshops.checking.hints import diagnose
+    from learning.workshops.checking.hint_rules import diagnose
     from learning.workshops.checking.loader import load_function
     from learning.workshops.contracts import default_device, select_mode
     from learning.workshops.notebook.testing import run_cases

@@ -23,7 +23,7 @@ from grader.beyond_plan import (
 )
 from grader.grading.hidden import Draw, hidden_cases
 from learning.workshops.checking.cases import Case, CaseResult, suite
-from learning.workshops.checking.hints import diagnose
+from learning.workshops.checking.hint_rules import diagnose
 from learning.workshops.checking.launches import count_launches
 from learning.workshops.contracts import matrix, warps
 from learning.workshops.notebook.testing import run_cases

@@ -28,7 +28,7 @@ from learning.workshops.checking.faults import (
     StudentRaised,
     internal_result,
 )
-from learning.workshops.checking.hints import diagnose
+from learning.workshops.checking.hint_rules import diagnose
 from learning.workshops.notebook.testing import HINTS_SIDECAR, expect_cases, verdict
 
 FAULTY_CHILD = """

@@ -16,7 +16,8 @@ from learning.workshops.checking.cases import (
     Failure,
     Verdict,
 )
-from learning.workshops.checking.hints import RULES, HintId, diagnose
+from learning.workshops.checking.hint_rules import RULES, diagnose
+from learning.workshops.checking.hints import HintId
 
 CASES = {case.name: case for case in PUBLIC_CASES}
 
@@ -461,7 +462,7 @@ def test_rule_gives_its_hint_and_only_it(row):
 
 
 def test_every_rule_has_a_row():
-    """Is every rule in `hints.RULES` in the table, once, in the rules' order?"""
+    """Is every rule in `hint_rules.RULES` in the table, once, in the rules' order?"""
     assert [row.hint for row in ROWS] == [hint for hint, _ in RULES] == list(HintId)
 
 

@@ -17,7 +17,8 @@ from grader.grading.feedback import hidden_failure
 from grader.grading.hidden import hidden_cases
 from learning.workshops.check import main, run_check
 from learning.workshops.checking.cases import OPS, suite
-from learning.workshops.checking.hints import HintId, diagnose
+from learning.workshops.checking.hint_rules import diagnose
+from learning.workshops.checking.hints import HintId
 from learning.workshops.checking.loader import load_module
 from learning.workshops.checking.sidecars import HINTS_SIDECAR, load_hints
 from learning.workshops.notebook.testing import failure_message, record_outcome, run_cases

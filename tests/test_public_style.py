@@ -69,7 +69,7 @@ def test_the_hints_need_no_audit(name, monkeypatch):
 
     from learning.workshops.checking import cases, followons
     from learning.workshops.checking.cases import OPS, suite
-    from learning.workshops.checking.hints import diagnose
+    from learning.workshops.checking.hint_rules import diagnose
     from learning.workshops.checking.loader import load_module
     from learning.workshops.notebook.testing import run_cases
 

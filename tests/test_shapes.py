@@ -15,7 +15,7 @@ from grader.zoo import write_bug
 from grader.zoo.bug import DECOMPOSITIONS, base_path
 from grader.zoo.shape_bugs import SHAPE_BUGS
 from learning.workshops.checking.cases import OPS, CaseResult, suite
-from learning.workshops.checking.hints import diagnose
+from learning.workshops.checking.hint_rules import diagnose
 from learning.workshops.checking.loader import load_module
 from learning.workshops.notebook.testing import run_cases
 

@@ -7,7 +7,8 @@ from pathlib import Path
 
 from grader.zoo import BUGS, write_bug
 from learning.workshops.check import Report, format_report, run_check
-from learning.workshops.checking.hints import HintId, diagnose
+from learning.workshops.checking.hint_rules import diagnose
+from learning.workshops.checking.hints import HintId
 from learning.workshops.checking.records import CaseResult, Failure, Verdict
 from learning.workshops.notebook.testing import failure_message
 

@@ -11,7 +11,7 @@ from grader.zoo import BUGS, write_bug
 from grader.zoo.bug import DECOMPOSITIONS, REFERENCE, base_path, base_source
 from learning.workshops.check import run_check
 from learning.workshops.checking.cases import OPS
-from learning.workshops.checking.hints import BLOCK_POINTERS_GONE, diagnose
+from learning.workshops.checking.hint_rules import BLOCK_POINTERS_GONE, diagnose
 
 CHECKED = [b for b in BUGS if b.hint is not None and b.base == "reference"]
 IN_A_CHILD = ("crash", "timeout", "memory")
@@ -98,7 +98,7 @@ def test_every_hint_rule_has_a_zoo_member():
     """Is every hint id the rules can give proved by at least one zoo member (here, or in
     another shape by tests/test_shapes.py: running-max needs an online softmax), except
     block-pointers, a bug only on some Tritons (the test above)?"""
-    from learning.workshops.checking.hints import RULES
+    from learning.workshops.checking.hint_rules import RULES
 
     proved = {b.hint for b in BUGS if b.hint is not None} | {"block-pointers"}
     assert {hint_id for hint_id, _ in RULES} == proved

@@ -131,7 +131,8 @@ def hidden_failure(
     `run_examples`), whose view is none of `cases` nor `others` (the student's hidden cases
     of the other ops). No hidden case's name, size or values."""
     from learning.workshops.checking.faults import INTERNAL_ERROR
-    from learning.workshops.checking.hints import MESSAGES, HintId, diagnose, not_attempted
+    from learning.workshops.checking.hint_rules import diagnose, not_attempted
+    from learning.workshops.checking.hints import MESSAGES, HintId
 
     by_name = {case.name: case for case in cases}
     own = [r for r in results if r.failure != INTERNAL_ERROR]

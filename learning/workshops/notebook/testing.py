@@ -26,7 +26,8 @@ from learning.workshops.checking.faults import (
     internal_message,
     internal_result,
 )
-from learning.workshops.checking.hints import MESSAGES, HintId, diagnose, not_attempted
+from learning.workshops.checking.hint_rules import diagnose, not_attempted
+from learning.workshops.checking.hints import MESSAGES, HintId
 from learning.workshops.checking.notebook_runner import CASES_RUN_OUTSIDE
 from learning.workshops.checking.raised import raised_again
 from learning.workshops.checking.shrink import (
