@@ -35,7 +35,9 @@ without a word. Here:
 - A submission that is new or changed is written to `submitted/<student>/<assignment>/`:
   the notebook, `timestamp.txt` (its time, none when unknown) and `i1_collected.json` (which
   download and file it came from, the LMS's late marker, its time and where that came from;
-  nbgrader never copies it on, `CourseDirectory.ignore`). Unchanged ones are not touched, so
+  nbgrader never copies it on, `CourseDirectory.ignore`; `load_evidence` reads it back and
+  refuses a bad file with its reason, which collect notes and reads as no `--take`, and the
+  export as an unknown late marker). Unchanged ones are not touched, so
   `grader.parallel --changed` grades exactly the new and resubmitted work.
 - When the assignment has a due date and the late policy can deduct points
   (`grader.grading.late.policy_applies`), a new or changed submission without a time is
@@ -56,7 +58,7 @@ import json
 import re
 import sys
 import zipfile
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -66,6 +68,7 @@ from grader.gradebook import GradebookError, gradebook_url, open_gradebook
 from grader.grading.extensions import own_due_date
 from grader.terminal import visible
 from grader.uploads import Upload
+from learning.workshops.checking.sidecars import RecordError, RecordMissing, of_schema, read_json
 
 EVIDENCE = "i1_collected.json"
 """What collect writes beside each submission it takes (ignored by nbgrader's copies)."""
@@ -78,6 +81,49 @@ TIME_COLUMNS = ("submitted_at", "timestamp")
 
 class CollectError(Exception):
     """Nothing was collected: the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What collect records beside a submission it writes (`EVIDENCE`): the download and the
+    file in it of each notebook, the LMS's late marker, the submission time and where it came
+    from, when it was collected, and why `--take` took it in (None: collect matched it)."""
+
+    files: tuple[tuple[str, str], ...]  # (download, file) of each notebook
+    lms_late: bool
+    submitted_at: str | None
+    time_from: str | None
+    collected: str
+    taken: str | None = None
+
+    def to_json(self) -> dict:
+        files = [{"download": download, "file": file} for download, file in self.files]
+        return {"schema": SCHEMA, **asdict(self), "files": files}
+
+
+def load_evidence(folder: Path) -> Evidence:
+    """What collect recorded beside the submission in `folder`; RecordMissing when it wrote
+    nothing there, RecordError saying why a file is not its record."""
+    path = Path(folder) / EVIDENCE
+    data = dict(of_schema(read_json(path), SCHEMA, path))
+    data.pop("schema")
+    try:
+        evidence = Evidence(**data)
+    except TypeError as exc:
+        raise RecordError(path, f"not collect's record: {exc}") from None
+    files = evidence.files
+    pairs = isinstance(files, list) and all(
+        isinstance(f, dict) and set(f) == {"download", "file"} for f in files
+    )
+    if not pairs or not all(isinstance(v, str) for f in files for v in f.values()):
+        raise RecordError(path, f"files is {files!r}, not a list of {{download, file}} strings")
+    if not isinstance(evidence.lms_late, bool):
+        raise RecordError(path, f"lms_late is {evidence.lms_late!r}, not true or false")
+    for name in ("submitted_at", "time_from", "collected", "taken"):
+        value = getattr(evidence, name)
+        if not isinstance(value, str) and (value is not None or name == "collected"):
+            raise RecordError(path, f"{name} is {value!r}, not a string")
+    return replace(evidence, files=tuple((f["download"], f["file"]) for f in files))
 
 
 @dataclass(frozen=True)
@@ -313,6 +359,8 @@ class _Seen:
     order: list[str]
     chosen: dict[tuple[str, str], Found]
     strays: list[Stray]
+    unreadable: dict[str, str] = field(default_factory=dict)  # student -> the note on their
+    # collect record, which could not be read
 
     def rank(self, download: str | None) -> int:
         """A download's place, oldest first; -1 for one no longer in the archive."""
@@ -351,12 +399,22 @@ def _read_downloads(root: Path, assignment: str, say) -> _Seen:
 
 def _taken(seen: _Seen, student: str) -> tuple[int, str]:
     """(the rank of the download `--take` took the student's submission from, the file's
-    name), or (-1, "") when no `--take` made it."""
-    evidence = read_evidence(seen.folder(student)) or {}
-    files = evidence.get("files") or [{}]
-    if not evidence.get("taken") or not isinstance(files[0], dict):
+    name), or (-1, "") when no `--take` made it, or its record cannot be read (noted in
+    `seen`)."""
+    try:
+        evidence = load_evidence(seen.folder(student))
+    except RecordMissing:
         return -1, ""
-    return seen.rank(files[0].get("download")), str(files[0].get("file"))
+    except RecordError as exc:
+        seen.unreadable[student] = (
+            f"NOTE: {exc}: read as no --take; collect writes it again with the student's "
+            "next submission, or --take the file in again"
+        )
+        return -1, ""
+    if not evidence.taken or not evidence.files:
+        return -1, ""
+    download, file = evidence.files[0]
+    return seen.rank(download), file
 
 
 def _plan(seen: _Seen, lms: dict[str, LmsTime]) -> dict[str, _Take]:
@@ -428,16 +486,15 @@ def _take(student: str, take: _Take) -> None:
         _write(take.target / "timestamp.txt", (take.stamp + "\n").encode())
     else:
         (take.target / "timestamp.txt").unlink(missing_ok=True)
-    evidence = {
-        "schema": SCHEMA,
-        "files": [{"download": f.download, "file": f.member} for f in take.files],
-        "lms_late": any(f.lms_late for f in take.files),
-        "submitted_at": take.stamp or None,
-        "time_from": take.when.source if take.when else None,
-        "collected": shown(datetime.now(UTC).replace(tzinfo=None)),
-        "taken": take.taken or None,
-    }
-    _write(take.target / EVIDENCE, (json.dumps(evidence, indent=2) + "\n").encode())
+    evidence = Evidence(
+        files=tuple((f.download, f.member) for f in take.files),
+        lms_late=any(f.lms_late for f in take.files),
+        submitted_at=take.stamp or None,
+        time_from=take.when.source if take.when else None,
+        collected=shown(datetime.now(UTC).replace(tzinfo=None)),
+        taken=take.taken or None,
+    )
+    _write(take.target / EVIDENCE, (json.dumps(evidence.to_json(), indent=2) + "\n").encode())
 
 
 def _lms_times(root: Path, assignment: str, times) -> tuple[dict[str, LmsTime], Path]:
@@ -480,6 +537,7 @@ def collect(
     report.uploads = _uploads(seen)
     uploads.write(root, assignment, report.uploads)
     report.lines += [_upload_line(seen, upload) for upload in report.uploads]
+    report.lines += seen.unreadable.values()
     return report
 
 
@@ -532,6 +590,7 @@ def take(
         )
     report.uploads = _uploads(seen)
     uploads.write(root, assignment, report.uploads)
+    report.lines += seen.unreadable.values()
     return report
 
 
@@ -587,15 +646,6 @@ def _notes(student: str, mine: list[Found], when: LmsTime | None, due, applies: 
         f"{'after' if late else 'before'} the due date {shown(due)} (an extension, or another "
         "due date in the LMS?)"
     ]
-
-
-def read_evidence(folder: Path) -> dict | None:
-    """What collect recorded beside a submission (`EVIDENCE`), or None."""
-    try:
-        data = json.loads((Path(folder) / EVIDENCE).read_text())
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) and data.get("schema") == SCHEMA else None
 
 
 def _parser() -> argparse.ArgumentParser:

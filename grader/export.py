@@ -16,14 +16,15 @@ exporter keeps nbgrader's columns and adds:
   submitted); `not graded` (submitted, or resubmitted since it was graded, and not
   autograded since);
 - `cause`: why an ungradable submission was not graded, from its grading record
-  (`grader.grading.grading_log`), else "no autograded notebook; see the autograde log"; why
+  (`grader.grading.grading_log`; `grader.outcome`), else "no autograded notebook; see the
+  autograde log", or that its grading record is unreadable, which file and why; why
   a held grade is held (each hold's cell, line, words and rule) and the command that
   decides; for a file not gradable as is, the file, why, and the command that takes it in;
   for the other statuses what the score still lacks (a hand grade, a submission time, the
   timing cell's points when grading ran without a GPU);
 - `not_graded_yet`: the hand-graded cells still without a grade, with their points;
 - `lms_late`: `yes` or `no` as the LMS marked the submission (Canvas's `late_`, kept by
-  `grader.collect`), empty when unknown;
+  `grader.collect`), empty when unknown (an unreadable record of it is said in `cause`);
 - `held_score`: a held grade's score (after the late penalty), the `score` it would release
   if accepted (empty unless the status is `review`);
 - `review`: the review decision in force, with its reason ("reviewed: a penalty of 3 points:
@@ -39,7 +40,7 @@ manual grade added after autograde is penalised alike. Where a late policy appli
 submission has no time, the log says so, loudly, and so does its `cause`.
 
 Grading without a GPU: the timing cell finds no CUDA device and scores 0 (its grading record
-says so, `grader.cohort.sidecars.timed_without_gpu`). The export keeps nbgrader's score and
+says so, `GradingRecord.timed_without_gpu`). The export keeps nbgrader's score and
 maximum, so what goes to the LMS is what the gradebook holds and one regrade on a GPU mends
 it, rather than a maximum that differs by row; it says so at export time (how many students,
 the points, the regrade command) and in each such row's `cause`.
@@ -50,20 +51,21 @@ Configured in `nbgrader_config.py` with `c.ExportApp.plugin_class`; run `nbgrade
 from __future__ import annotations
 
 import csv
-from collections.abc import Iterable
 from pathlib import Path
 
 from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.coursedir import CourseDirectory
 from nbgrader.plugins import CsvExportPlugin
 
-from grader.collect import read_evidence
-from grader.grading.decisions import Review, review_of
+from grader.collect import EVIDENCE, load_evidence
+from grader.grading.decisions import Review, review_of_record
 from grader.grading.extensions import own_due_date
-from grader.grading.grading_log import read_record, submission_fingerprint
+from grader.grading.grading_log import GradingRecord
 from grader.grading.late import notebook_penalty, policy_applies
+from grader.outcome import GRADED, MISSING, NOT_AUTOGRADED, NOT_GRADED, read_outcome
 from grader.terminal import visible
 from grader.uploads import not_gradable
+from learning.workshops.checking.sidecars import RecordError, RecordMissing
 
 NBGRADER_COLUMNS = (
     "assignment",
@@ -90,43 +92,16 @@ COLUMNS = (
     "review",
 )
 
-GRADED, UNGRADABLE, MISSING, NOT_GRADED = "graded", "ungradable", "missing", "not graded"
 HAND_PENDING = "hand grading pending"
 NOT_GRADABLE_AS_IS = "not gradable as is"
 REVIEW = "review"
 DECIDE = "decide with python -m grader.review ASSIGNMENT --student STUDENT"
-NO_NOTEBOOK = "no autograded notebook; see the autograde log"
-NOT_AUTOGRADED = "submitted but not autograded: run nbgrader autograde"
-RESUBMITTED = (
-    "resubmitted since it was graded: autograde it again "
-    "(python -m grader.parallel ASSIGNMENT --changed)"
-)
 NO_GPU = "graded without a GPU (the timing cell found no CUDA device)"
 REGRADE_ON_GPU = "python -m grader.parallel ASSIGNMENT --course . --student STUDENT"
 NO_TIME = (
     "no submission time, so no late penalty could apply: collect with the LMS's times "
     '(docs/instructor-guide.md, "Submission times")'
 )
-
-
-def submission_outcome(
-    root: Path, assignment: str, student: str, autograded: Path, notebooks: Iterable[str]
-) -> tuple[str, str]:
-    """(status, cause) of a submission the gradebook holds: ("graded", "") when its grading
-    record (if any) says graded and every notebook of it is in the `autograded` folder;
-    ("not graded", RESUBMITTED) when `submitted/` holds another submission than the one its
-    record graded; else ("ungradable", why): the record's cause, or NO_NOTEBOOK."""
-    record = read_record(root, assignment, student)
-    if record is not None:
-        folder = Path(root) / "submitted" / student / assignment
-        if record.submission != submission_fingerprint(folder):
-            return NOT_GRADED, RESUBMITTED.replace("ASSIGNMENT", assignment)
-        status, cause = record.outcome
-        if status != GRADED:
-            return UNGRADABLE, " ".join(cause.split())
-    if all((Path(autograded) / f"{name}.ipynb").is_file() for name in notebooks):
-        return GRADED, ""
-    return UNGRADABLE, NO_NOTEBOOK
 
 
 def _number(value: float) -> str:
@@ -262,12 +237,11 @@ class StatusCsvExport(CsvExportPlugin):
             }
         return cache[assignment.name]
 
-    def _no_gpu(self, root: Path, assignment, student: str, notebooks) -> str:
-        """The cause's note when the student's timing cell ran without a GPU; "" else."""
-        from grader.cohort.sidecars import timed_without_gpu
-
+    def _no_gpu(self, record: GradingRecord | None, assignment, student: str, notebooks) -> str:
+        """The cause's note when the student's grading `record` says the timing cell ran
+        without a GPU; "" else."""
         timing = self._timing_cells(assignment)
-        if not timing or not timed_without_gpu(root, assignment.name, student):
+        if not timing or record is None or not record.timed_without_gpu:
             return ""
         score = sum(
             float(grade.score or 0)
@@ -325,15 +299,13 @@ class StatusCsvExport(CsvExportPlugin):
         )
         folder = coursedir.format_path(coursedir.autograded_directory, student.id, assignment.name)
         notebooks = list(submission.notebooks)
-        status, cause = submission_outcome(
-            Path(coursedir.root),
-            assignment.name,
-            student.id,
-            Path(folder),
-            [n.name for n in notebooks],
-        )
-        row.update(status=status, cause=cause, lms_late=_lms_late(coursedir, assignment, student))
-        if status != GRADED:
+        root = Path(coursedir.root)
+        names = [n.name for n in notebooks]
+        outcome = read_outcome(root, assignment.name, student.id, Path(folder), names)
+        lms_late, unknown = _lms_late(coursedir, assignment, student)
+        cause = "; ".join(filter(None, [outcome.cause, *unknown]))
+        row.update(status=outcome.status, cause=cause, lms_late=lms_late)
+        if outcome.status != GRADED:
             return row
         notes = []
         waiting = not_graded_yet(notebooks)
@@ -342,9 +314,10 @@ class StatusCsvExport(CsvExportPlugin):
             notes.append(f"{'; '.join(waiting)} not graded yet: grade it by hand, then export")
         if submission.timestamp is None and assignment.duedate and policy_applies(late):
             notes.append(NO_TIME)
-        no_gpu = self._no_gpu(Path(coursedir.root), assignment, student.id, notebooks)
+        no_gpu = self._no_gpu(outcome.record, assignment, student.id, notebooks)
         if no_gpu:
             notes.append(no_gpu)
+        notes += unknown
         row["cause"] = "; ".join(notes)
         raw = float(submission.score)
         penalty = sum(
@@ -355,7 +328,8 @@ class StatusCsvExport(CsvExportPlugin):
             "late_submission_penalty": _number(penalty),
             "score": _number(max(0.0, raw - penalty)),
         }
-        review = review_of(Path(coursedir.root), assignment.name, student.id)
+        record = outcome.record
+        review = review_of_record(root, record) if record else Review()
         row["review"] = review.words()
         if review.held:
             cause = held_cause(review, assignment.name, student.id)
@@ -400,10 +374,14 @@ def _source(notebook, cell: str) -> str:
     return next((c.source or "" for c in notebook.source_cells if c.name == cell), "")
 
 
-def _lms_late(coursedir: CourseDirectory, assignment, student) -> str:
-    """ "yes" or "no" as the LMS marked the submission late (`grader.collect`), "" unknown."""
+def _lms_late(coursedir: CourseDirectory, assignment, student) -> tuple[str, list[str]]:
+    """("yes" or "no" as the LMS marked the submission late (`grader.collect`), "" unknown),
+    and a note for the cause when collect's record of it is unreadable."""
     folder = coursedir.format_path(coursedir.submitted_directory, student.id, assignment.name)
-    evidence = read_evidence(Path(folder))
-    if evidence is None:
-        return ""
-    return "yes" if evidence.get("lms_late") else "no"
+    try:
+        evidence = load_evidence(Path(folder))
+    except RecordMissing:
+        return "", []
+    except RecordError as exc:
+        return "", [f"lms_late unknown: {EVIDENCE} unreadable ({exc})"]
+    return ("yes" if evidence.lms_late else "no"), []

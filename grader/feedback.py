@@ -127,9 +127,9 @@ def _sort(root: Path, assignment: str, run: FeedbackRun) -> dict[str, tuple[list
     late penalties again. The ungradable ones' (notebooks, time, cause)."""
     from nbgrader.api import MissingEntry
 
-    from grader.export import GRADED, UNGRADABLE, submission_outcome
     from grader.grading.decisions import review_of
     from grader.grading.late import course_late_plugin, refresh_penalties
+    from grader.outcome import GRADED, UNGRADABLE, submission_outcome
 
     plugin = course_late_plugin(root)
     ungradable = {}

@@ -64,7 +64,7 @@ def waiting(root: Path, assignment: str) -> list[tuple[str, str, float, str]]:
     of graded submissions only, by student id (`grader.student_order`: 9 before 10)."""
     from nbgrader.api import MissingEntry
 
-    from grader.export import GRADED, submission_outcome
+    from grader.outcome import GRADED, submission_outcome
 
     rows = []
     with open_gradebook(gradebook_url(root)) as gradebook:
@@ -92,8 +92,8 @@ def grade(
     """Write one hand grade; the line that says what changed. HandGradeError if refused."""
     from nbgrader.api import MissingEntry
 
-    from grader.export import GRADED, submission_outcome
     from grader.grading.late import course_late_plugin, refresh_penalties
+    from grader.outcome import GRADED, submission_outcome
 
     with open_gradebook(gradebook_url(root)) as gradebook:
         cells = hand_cells(gradebook, assignment)

@@ -258,7 +258,7 @@ def main(argv: list[str] | None = None) -> int:
         ready_to_grade(root)
         progress = None if args.quiet else _print_progress
         found = recheck_course(root, args.student, url, progress)
-    except (course.CourseError, GradebookError) as exc:
+    except (course.CourseError, GradebookError, RecordError) as exc:
         print(f"recheck: {visible(exc)}.", file=sys.stderr)
         return 2
     except SandboxUnavailable as exc:

@@ -46,6 +46,7 @@ from grader.grading.decisions import (
     visible,
 )
 from grader.grading.grading_log import GradingLog, Hold, read_record
+from learning.workshops.checking.sidecars import RecordError
 
 CONTEXT_LINES = 2
 """Lines shown before and after a hold's line."""
@@ -188,7 +189,7 @@ def _graded_submission(gradebook, root: Path, assignment: str, student: str):
     """The student's submission, graded and current; ReviewError saying why not."""
     from nbgrader.api import MissingEntry
 
-    from grader.export import GRADED, submission_outcome
+    from grader.outcome import GRADED, submission_outcome
 
     if student not in {s.id for s in gradebook.students}:
         raise ReviewError(
@@ -213,7 +214,7 @@ def held_evidence(root: Path, assignment: str) -> list[list[str]]:
     """The evidence of every held grade of a graded, current submission, by student."""
     from nbgrader.api import MissingEntry
 
-    from grader.export import GRADED, submission_outcome
+    from grader.outcome import GRADED, submission_outcome
 
     found = []
     with open_gradebook(gradebook_url(root)) as gradebook:
@@ -327,7 +328,7 @@ def main(argv: list[str] | None = None) -> int:
             print("\n".join(show(root, args.assignment, args.student)))
         else:
             _list(root, args.assignment)
-    except (ReviewError, GradebookError) as exc:
+    except (ReviewError, GradebookError, RecordError) as exc:
         print(f"review: {exc}", file=sys.stderr)
         return 2
     return 0

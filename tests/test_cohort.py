@@ -343,11 +343,13 @@ def test_late_student_has_late_seconds(report):
 
 @pytest.mark.nbgrader
 def test_timing_columns_are_nan_without_a_gpu(report):
-    """Autograded on a CPU, are the timing columns NaN (missing), never zero?"""
+    """Autograded on a CPU, are the timing columns NaN (missing), never zero, and does every
+    graded student's grading record say the timing ran without a GPU?"""
     if report.summary.with_timing:
         pytest.skip("this course was autograded on a GPU: it has timing sidecars")
     assert report.table[TIMING_COLUMNS].isna().all().all()
     assert report.timing.empty
+    assert len(report.summary.no_gpu) == report.summary.graded > 0
 
 
 @pytest.mark.nbgrader

@@ -17,10 +17,11 @@ import pytest
 from test_cohort import _hand_written_timing
 
 from grader import cohort, demo
-from grader.cohort import cli, sidecars
+from grader.cohort import cli
 from grader.course import ASSIGNMENT, NOTEBOOK
-from grader.grading.grading_log import GradingLog
+from grader.grading.grading_log import GradingLog, read_record
 from grader.grading.runner import Runner
+from grader.grading.trusted import run_check
 from learning.workshops.measuring.results import H200_SAMPLE
 from learning.workshops.measuring.results import load as load_results
 from learning.workshops.measuring.timing import NoCudaError, require_cuda
@@ -73,17 +74,16 @@ def test_a_hint_recorded_by_a_hidden_check_shows_in_its_cell():
 
 
 def _log_of_a_timing(course: Path, student: str, raises: Exception) -> None:
-    """A grading record whose timing check raised `raises`, logged by the trusted side's
-    Runner as in autograde."""
+    """A grading record whose timing check raised `raises`, run and recorded by the trusted
+    side as in autograde (`trusted.run_check` over `Runner.run`)."""
     log = GradingLog(course, ASSIGNMENT, student).begin()
     runner = Runner(course, None, None, SimpleNamespace(impl=course / NOTEBOOK))
-    runner.say = log.say
 
     def timing_points(**_):
         raise raises
 
     runner.timing_points = timing_points
-    runner.run("timing_points", [], {"max_points": 2})
+    run_check(runner, ("timing_points", [], {"max_points": 2}), log)
     log.finish()
 
 
@@ -98,13 +98,13 @@ def _no_cuda_error() -> NoCudaError:
 
 
 def test_the_grading_record_tells_no_gpu_from_a_real_failure(tmp_path):
-    """Is a timing cell that raised NoCudaError read as "no GPU", and one that failed on a GPU
-    (or was never logged) not?"""
+    """Is a timing check that raised NoCudaError recorded in the grading record as timed
+    without a GPU, and one that failed on a GPU not (a student never graded has no record)?"""
     _log_of_a_timing(tmp_path, "cpu-only", _no_cuda_error())
     _log_of_a_timing(tmp_path, "wrong", AssertionError("timing: 0 points: wrong output"))
-    assert sidecars.timed_without_gpu(tmp_path, ASSIGNMENT, "cpu-only")
-    assert not sidecars.timed_without_gpu(tmp_path, ASSIGNMENT, "wrong")
-    assert not sidecars.timed_without_gpu(tmp_path, ASSIGNMENT, "never-graded")
+    assert read_record(tmp_path, ASSIGNMENT, "cpu-only").timed_without_gpu
+    assert not read_record(tmp_path, ASSIGNMENT, "wrong").timed_without_gpu
+    assert read_record(tmp_path, ASSIGNMENT, "never-graded") is None
 
 
 def _cohort_with_a_timing_cell(tmp_path: Path) -> cohort.Cohort:

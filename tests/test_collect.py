@@ -113,10 +113,10 @@ def test_the_late_marker_is_kept_as_evidence_and_checked_against_the_time(root, 
     out = capsys.readouterr().out
     assert "NOTE: 23456: the LMS marked it late, but 2026-12-01 12:00:00 UTC is before" in out
     assert "NOTE: 12345: the LMS marked it on time, but 2026-12-02 09:30:00 UTC is after" in out
-    evidence = collect.read_evidence(submitted(root, "23456"))
-    assert evidence["lms_late"] is True and evidence["time_from"] == "export.csv"
-    assert evidence["files"] == [{"download": "submissions.zip", "file": B_LATE}]
-    assert collect.read_evidence(submitted(root, "12345"))["lms_late"] is False
+    evidence = collect.load_evidence(submitted(root, "23456"))
+    assert evidence.lms_late is True and evidence.time_from == "export.csv"
+    assert evidence.files == (("submissions.zip", B_LATE),)
+    assert collect.load_evidence(submitted(root, "12345")).lms_late is False
 
 
 def test_file_names_from_a_download_print_their_control_characters(root, capsys):
@@ -222,10 +222,10 @@ def test_take_a_renamed_notebook_with_its_lms_time(root, capsys):
     folder = submitted(root, "23456")
     assert (folder / course.NOTEBOOK).read_bytes() == b"{}"
     assert (folder / "timestamp.txt").read_text() == "2026-12-02 09:30:00 UTC\n"
-    evidence = collect.read_evidence(folder)
-    assert evidence["files"] == [{"download": "submissions.zip", "file": RENAMED}]
-    assert evidence["taken"] == "a renamed copy of strided_softmax.ipynb"
-    assert evidence["time_from"] == "1.csv"
+    evidence = collect.load_evidence(folder)
+    assert evidence.files == (("submissions.zip", RENAMED),)
+    assert evidence.taken == "a renamed copy of strided_softmax.ipynb"
+    assert evidence.time_from == "1.csv"
     assert uploads.not_gradable(root, course.ASSIGNMENT) == {}
     assert changed_since_graded(root, course.ASSIGNMENT, "23456")
     assert collect.main(argv) == 0 and "unchanged: 1" in capsys.readouterr().out
@@ -277,3 +277,24 @@ def test_help_ends_its_sentences(capsys):
         "newest winning, with each submission's time taken from the LMS's own record of it." in text
     )
     assert text.endswith("Exit status: 0 collected, 2 refused or a usage error.")
+
+
+def test_an_unreadable_record_of_collects_is_noted_and_read_as_no_take(root, capsys):
+    """When collect's record beside a submission is not its record, does the next collect
+    say so in one line, with the file and the fault, read it as no --take, and carry on?"""
+    download(root, "submissions.zip", {A: b"a", B_LATE: b"b"}, age=10)
+    times(root, "1.csv", f"user_id,submitted_at\n12345,{ON_TIME}\n23456,{LATE}\n")
+    assert collect.main([course.ASSIGNMENT, "--course", str(root)]) == 0
+    capsys.readouterr()
+    evidence = submitted(root, "23456") / collect.EVIDENCE
+    evidence.write_text("{")
+    download(root, "again.zip", {A_AGAIN: b"a2"}, age=0)
+    assert collect.main([course.ASSIGNMENT, "--course", str(root)]) == 0
+    out = capsys.readouterr().out
+    assert (
+        f"NOTE: {evidence}: not JSON (Expecting property name enclosed in double quotes, "
+        "line 1): read as no --take; collect writes it again with the student's next "
+        "submission, or --take the file in again"
+    ) in out.splitlines()
+    assert out.count(f"NOTE: {evidence}") == 1 and "resubmitted: 12345" in out
+    assert (submitted(root, "12345") / course.NOTEBOOK).read_bytes() == b"a2"

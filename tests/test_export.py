@@ -8,6 +8,7 @@ course with the course's own nbgrader_config.py.
 from __future__ import annotations
 
 import csv
+import json
 import math
 import shutil
 import warnings
@@ -23,18 +24,19 @@ from nbgrader.utils import parse_utc
 from traitlets.config import Config
 
 from grader import cohort, course, uploads
+from grader.collect import EVIDENCE, Evidence
 from grader.course import ASSIGNMENT
 from grader.export import (
     COLUMNS,
     NBGRADER_COLUMNS,
-    NO_NOTEBOOK,
     NO_TIME,
     NOT_GRADABLE_AS_IS,
-    RESUBMITTED,
     StatusCsvExport,
 )
-from grader.grading.grading_log import STOPPED, GradingLog, submission_fingerprint
+from grader.grading import grading_log
+from grader.grading.grading_log import STOPPED, GradingLog, record_paths, submission_fingerprint
 from grader.grading.late import DailyLatePenalty
+from grader.outcome import NO_NOTEBOOK, RESUBMITTED
 from grader.sample_cohort import DUE, LATE, ON_TIME
 from grader.uploads import Upload
 from learning.workshops.checking.sidecars import RecordError
@@ -308,7 +310,8 @@ def test_no_time_under_a_late_policy_and_the_lms_marker(fake_course, caplog):
         gradebook.db.commit()
     folder = fake_course / "submitted" / "late" / ASSIGNMENT
     folder.mkdir(parents=True)
-    (folder / "i1_collected.json").write_text('{"schema": "i1-collected/1", "lms_late": true}')
+    evidence = Evidence((("a.zip", "late_x.ipynb"),), True, None, None, "2026-12-02 10:00:00 UTC")
+    (folder / EVIDENCE).write_text(json.dumps(evidence.to_json()))
     record = GradingLog(fake_course, ASSIGNMENT, "late")
     record.grading(submission_fingerprint(folder))  # what was graded: this folder
     with caplog.at_level("WARNING"):
@@ -356,22 +359,22 @@ def test_a_corrupt_uploads_record_is_said_in_one_line(fake_course, caplog):
 
 
 def _timed_without_gpu(root: Path, student: str) -> None:
-    """A grading record whose timing cell raised NoCudaError, logged as the trusted side's
-    Runner logs it in autograde."""
+    """A grading record whose timing cell raised NoCudaError, recorded as the trusted side
+    records it in autograde (`trusted.run_check`)."""
     from types import SimpleNamespace
 
     from grader.grading.runner import Runner
+    from grader.grading.trusted import run_check
     from learning.workshops.measuring.timing import NoCudaError
 
     log = GradingLog(root, ASSIGNMENT, student).begin()
     runner = Runner(root, None, None, SimpleNamespace(impl=root / course.NOTEBOOK))
-    runner.say = log.say
 
     def timing_points(**_):
         raise NoCudaError("no CUDA device")
 
     runner.timing_points = timing_points
-    runner.run("timing_points", [], {"max_points": 4})
+    run_check(runner, ("timing_points", [], {"max_points": 4}), log)
     log.finish()
 
 
@@ -401,3 +404,62 @@ def test_grading_without_a_gpu_is_said_at_export_and_in_the_cause(fake_course, c
     warning = next(r.message for r in caplog.records if "without a GPU" in r.message)
     assert warning.startswith("1 student(s) got 0 of the timing cell's 4 points because ")
     assert f"Regrade them on a GPU machine: {command} (or the whole cohort: " in warning
+    assert cohort.build_report(fake_course, ASSIGNMENT).summary.no_gpu == ("graded",)
+
+
+def test_an_unreadable_grading_record_is_ungradable_naming_the_file(fake_course):
+    """Is a submission whose grading record is not JSON "ungradable" in the export and in
+    the cohort report, its cause naming the file, the fault and the command that grades it
+    again; and is the file noted as the cohort notes a bad sidecar?"""
+    path = record_paths(fake_course, ASSIGNMENT, "graded")[1]
+    path.write_text("{not json")
+    row = next(r for r in _export(fake_course) if r["student_id"] == "graded")
+    cause = (
+        f"its grading record is unreadable ({path}: not JSON (Expecting property name "
+        "enclosed in double quotes, line 1)): grade it again (python -m grader.parallel "
+        f"{ASSIGNMENT} --student graded)"
+    )
+    assert (row["status"], row["cause"], row["score"]) == ("ungradable", cause, "")
+    report = cohort.build_report(fake_course, ASSIGNMENT)
+    table = report.table.set_index(["student", "cell"])
+    assert table.loc[("graded", "test_a"), "reason"] == cause
+    assert report.summary.unreadable == (
+        (
+            "graded",
+            f"grading_log/{ASSIGNMENT}/graded.json: not JSON (Expecting property name "
+            "enclosed in double quotes, line 1)",
+        ),
+    )
+
+
+def test_the_cohort_and_the_export_read_each_grading_record_once(fake_course, monkeypatch):
+    """Do the cohort report and the export each read every student's grading record once?"""
+    read, read_json = [], grading_log.read_json
+
+    def counted(path):
+        read.append(Path(path).name)
+        return read_json(path)
+
+    monkeypatch.setattr(grading_log, "read_json", counted)
+    for make in (
+        lambda: cohort.build_report(fake_course, ASSIGNMENT),
+        lambda: _export(fake_course),
+    ):
+        read.clear()
+        make()
+        assert sorted(read) == sorted(
+            f"{s}.json" for s in ("graded", "late", "crashed", "broken", "stopped")
+        )
+
+
+def test_an_unreadable_collect_record_leaves_lms_late_empty_and_says_why(fake_course):
+    """When collect's record beside a graded submission is not its record, is lms_late left
+    empty (unknown) and does the cause name the file and the fault, the score kept?"""
+    folder = fake_course / "submitted" / "graded" / ASSIGNMENT
+    folder.mkdir(parents=True)
+    (folder / EVIDENCE).write_text('{"schema": "i1-collected/1", "lms_late": "yes"}')
+    row = next(r for r in _export(fake_course) if r["student_id"] == "graded")
+    assert (row["status"], row["lms_late"], row["score"]) == ("graded", "", "8.0")
+    assert row["cause"].startswith(
+        f"lms_late unknown: {EVIDENCE} unreadable ({folder / EVIDENCE}: "
+    )

@@ -27,7 +27,7 @@ import nbformat
 import pytest
 from in_process import run_main
 
-from grader import course, export, parallel, sample_cohort
+from grader import course, outcome, parallel, sample_cohort
 from grader.gpu_lock import GPU_LOCK_ENV
 from grader.gradebook import gradebook_url, open_gradebook
 
@@ -174,7 +174,7 @@ def test_a_failed_student_reads_in_one_line_with_its_grading_log(graded):
     _, _, parallel_root, run = graded
     report = parallel._report(run)
     crasher = next(r for r in run.runs if r.student == "crasher")
-    status, cause = export.submission_outcome(
+    status, cause = outcome.submission_outcome(
         parallel_root, course.ASSIGNMENT, "crasher", parallel_root / "nowhere", ["none"]
     )
     assert (status, cause) == ("ungradable", crasher.cause) and cause.startswith("dead kernel")
@@ -422,7 +422,7 @@ def test_a_notebook_that_is_not_json_fails_in_one_line(cohort, tmp_path):
     done = run_main(parallel.main, (course.ASSIGNMENT, "--workers", "1"), cwd=root)
     assert done.returncode == 1, done.stderr
     log = root / "grading_log" / course.ASSIGNMENT / "not-json.log"
-    _, cause = export.submission_outcome(root, course.ASSIGNMENT, "not-json", root, ["none"])
+    _, cause = outcome.submission_outcome(root, course.ASSIGNMENT, "not-json", root, ["none"])
     assert cause.startswith("invalid notebook")
     lines = done.stdout.splitlines()
     assert lines[0].startswith("not-json  FAILED  ")

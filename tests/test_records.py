@@ -4,6 +4,7 @@ reason, and the timing policy (bands, labels, the cell's points) defined once.""
 from __future__ import annotations
 
 import ast
+import dataclasses
 import inspect
 import json
 import re
@@ -14,9 +15,9 @@ import pytest
 from test_cohort import FAKE_TIMING
 
 import grader.grading.gpu_timing as gpu_timing
-from grader import cohort, recheck
+from grader import cohort, collect, recheck
 from grader.course import ASSIGNMENT, NOTEBOOK, REPO
-from grader.grading import runner, timing_record
+from grader.grading import grading_log, runner, timing_record
 from grader.grading.timing_record import BANDS, MAX_POINTS, SIDECAR, band
 from learning.workshops.checking import sidecars
 from learning.workshops.checking.faults import INTERNAL_ERROR
@@ -190,6 +191,126 @@ def test_the_cohort_marks_unreadable_sidecars_with_the_reason(tmp_path):
         f"Unreadable sidecar: ada: {SIDECAR}: schema is 'i1-timing/0', expected 'i1-timing/1'; "
         "its data is left out of this report (autograde the submission again to rewrite it)."
     ) in cohort.summary_lines(report)
+
+
+# -- the grading record and collect's record of a submission -----------------------------
+
+
+def _grading_record(tmp_path: Path, **changes) -> Path:
+    """A grading record as `GradingLog` writes it, with `changes` made to its fields."""
+    log = grading_log.GradingLog(tmp_path, ASSIGNMENT, "ada").begin()
+    log.timed_without_gpu()
+    log.finish()
+    path = grading_log.record_paths(tmp_path, ASSIGNMENT, "ada")[1]
+    path.write_text(json.dumps({**json.loads(path.read_text()), **changes}))
+    return path
+
+
+def test_a_grading_record_loads_typed_and_an_absent_one_is_none(tmp_path):
+    """Does a record `GradingLog` wrote load back with its fields, is a student never graded
+    None, and does a record from before `timed_without_gpu` read as timed on a GPU?"""
+    assert grading_log.read_record(tmp_path, ASSIGNMENT, "ada") is None
+    _grading_record(tmp_path)
+    record = grading_log.read_record(tmp_path, ASSIGNMENT, "ada")
+    assert (record.status, record.timed_without_gpu) == ("graded", True)
+    path = _grading_record(tmp_path)
+    old = json.loads(path.read_text())
+    del old["timed_without_gpu"]
+    path.write_text(json.dumps(old))
+    assert grading_log.read_record(tmp_path, ASSIGNMENT, "ada").timed_without_gpu is False
+
+
+def test_every_field_of_a_grading_record_says_what_it_must_be():
+    """Does the loader know the kind of every field a grading record has, and no other?"""
+    fields = {f.name for f in dataclasses.fields(grading_log.GradingRecord)}
+    assert set(grading_log.KINDS) == fields
+
+
+@pytest.mark.parametrize(
+    ("changes", "reason"),
+    [
+        ({"schema": "i1-grading/0"}, "schema is 'i1-grading/0', expected 'i1-grading/1'"),
+        ({"status": "done"}, "status is 'done', not one of ('grading', 'graded', 'ungradable')"),
+        ({"lines": "graded"}, "lines is 'graded', not a list of strings"),
+        ({"adjusted": {"nb:a": "2"}}, "adjusted is {'nb:a': '2'}, not an object of points"),
+        ({"timed_without_gpu": "no"}, "timed_without_gpu is 'no', not true or false"),
+        ({"holds": [{"source": "screen"}]}, "hold 1: not a hold: "),
+        ({"grade": 3}, "unexpected fields ['grade']"),
+    ],
+)
+def test_a_bad_grading_record_is_refused_with_its_reason(tmp_path, changes, reason):
+    """Does each kind of bad grading record raise RecordError naming the file and the fault,
+    where it read as "never graded" before?"""
+    path = _grading_record(tmp_path, **changes)
+    with pytest.raises(RecordError) as info:
+        grading_log.read_record(tmp_path, ASSIGNMENT, "ada")
+    assert info.value.path == path and info.value.reason.startswith(reason)
+
+
+def test_a_grading_over_an_unreadable_record_starts_afresh_and_says_so(tmp_path):
+    """Does grading a submission whose last record is unreadable replace it, saying why in
+    the log, and does `--changed` count that submission as changed?"""
+    path = _grading_record(tmp_path)
+    path.write_text("{")
+    assert grading_log.changed_since_graded(tmp_path, ASSIGNMENT, "ada")
+    grading_log.GradingLog(tmp_path, ASSIGNMENT, "ada").begin()
+    record = grading_log.read_record(tmp_path, ASSIGNMENT, "ada")
+    assert record.status == "grading" and not record.timed_without_gpu
+    assert record.lines[-1].endswith(
+        "the last grading record was unreadable (not JSON (Expecting property name enclosed "
+        "in double quotes, line 1)): replaced; its hand grades are kept for review, as no "
+        "record of their answers was read"
+    )
+
+
+def _evidence(folder: Path, **changes) -> None:
+    evidence = collect.Evidence((("a.zip", "x.ipynb"),), False, None, None, "now", "renamed")
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / collect.EVIDENCE).write_text(json.dumps({**evidence.to_json(), **changes}))
+
+
+def test_collects_record_loads_as_written_and_an_absent_one_is_missing(tmp_path):
+    """Does what collect writes beside a submission load back as written, and is a folder
+    without one RecordMissing?"""
+    with pytest.raises(RecordMissing):
+        collect.load_evidence(tmp_path)
+    _evidence(tmp_path)
+    assert collect.load_evidence(tmp_path) == collect.Evidence(
+        (("a.zip", "x.ipynb"),), False, None, None, "now", "renamed"
+    )
+
+
+@pytest.mark.parametrize(
+    ("changes", "reason"),
+    [
+        ({"schema": "i1-collected/0"}, "schema is 'i1-collected/0', expected 'i1-collected/1'"),
+        ({"files": [["a.zip", "x"]]}, "files is [['a.zip', 'x']], not a list of {download, "),
+        ({"lms_late": "yes"}, "lms_late is 'yes', not true or false"),
+        ({"collected": None}, "collected is None, not a string"),
+        ({"late": True}, "not collect's record: "),
+    ],
+)
+def test_a_bad_collect_record_is_refused_with_its_reason(tmp_path, changes, reason):
+    """Does each kind of bad record of collect's raise RecordError naming the file and the
+    fault, where it read as "no record" before?"""
+    _evidence(tmp_path, **changes)
+    with pytest.raises(RecordError) as info:
+        collect.load_evidence(tmp_path)
+    assert info.value.path == tmp_path / collect.EVIDENCE
+    assert info.value.reason.startswith(reason)
+
+
+def test_the_cohort_report_does_not_import_the_export():
+    """Does no module of the cohort report import grader.export (a submission's outcome is
+    grader.outcome's)?"""
+    for path in sorted((REPO / "grader" / "cohort").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(
+                node, ast.ImportFrom
+            ):  # from grader.export import X; from grader import export
+                names += [node.module or "", *(f"{node.module}.{a.name}" for a in node.names)]
+            assert not any(n.startswith("grader.export") for n in names), path.name
 
 
 # -- the benchmark results ---------------------------------------------------------------

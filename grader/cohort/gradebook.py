@@ -20,6 +20,7 @@ from grader.cohort.records import (
     StudentRecord,
 )
 from grader.grading.extra_credit import configured_points
+from grader.outcome import NOT_GRADED, UNGRADABLE, read_outcome
 from grader.student_order import student_key
 from grader.terminal import visible
 
@@ -186,15 +187,12 @@ def _student_record(
             student, False, False, submitted_folder, None, name=name, not_gradable=why
         )
     notebooks = [nb.name for nb in submission.notebooks]
-    from grader.export import NOT_GRADED, UNGRADABLE, submission_outcome  # imports nbgrader
-    from grader.grading.grading_log import read_record
-
-    status, cause = submission_outcome(course, assignment, student, folder, notebooks)
+    outcome = read_outcome(course, assignment, student, folder, notebooks)
+    status, cause, graded = outcome.status, outcome.cause, outcome.record
     if status == NOT_GRADED:  # resubmitted since graded: the gradebook's grades are not its
         return StudentRecord(student, False, False, submitted_folder, None, name=name)
     from grader.grading.late import notebook_penalty
 
-    graded = read_record(course, assignment, student)
     review = _review(course, graded, status)
     seconds_late = float(submission.total_seconds_late)
     autograded = any((folder / f"{nb}.ipynb").is_file() for nb in notebooks)
@@ -210,6 +208,8 @@ def _student_record(
         ungradable=cause if status == UNGRADABLE else "",
         restored=tuple(graded.restored) if graded else (),
         flags=tuple(graded.flags) if graded else (),
+        unreadable=_unreadable(course, outcome.unreadable),
+        no_gpu=bool(graded and graded.timed_without_gpu) and status != UNGRADABLE,
         # as the export computes it: the policy on each notebook's current score
         late_penalty=None
         if status == UNGRADABLE
@@ -267,10 +267,17 @@ def not_gradable(course: Path, assignment: str) -> dict[str, str]:
     return {student: why.removeprefix(f"{NOT_GRADABLE}: ") for student, why in found.items()}
 
 
+def _unreadable(course: Path, error) -> tuple[str, ...]:
+    """The student's note of a grading record that could not be read, "FILE: reason", as
+    of a bad sidecar (`StudentRecord.unreadable`); () when it was read."""
+    if error is None:
+        return ()
+    return (f"{error.path.relative_to(course)}: {error.reason}",)
+
+
 def _review(course: Path, graded, status: str):
     """Where the review of a graded submission's grade stands (`grader.grading.decisions`);
     an ungradable one, or one without a record, has none."""
-    from grader.export import UNGRADABLE
     from grader.grading.decisions import Review, review_of_record
 
     if graded is None or status == UNGRADABLE:

@@ -1,12 +1,12 @@
 """Reading the sidecars beside each autograded notebook: the hint ids and checker faults
 (`i1_hints.json`) and the GPU timings (`i1_timing.json`), through their records' loaders.
 A sidecar that is absent is missing data; one that is present but bad is missing data too,
-and the student's record says why (`StudentRecord.unreadable`). A timing cell that found no
-CUDA device writes no timing sidecar: the student's grading record says so instead."""
+and the student's record says why (`StudentRecord.unreadable`), as of an unreadable grading
+record (`grader.cohort.gradebook`). A timing cell that found no CUDA device writes no timing
+sidecar: the student's grading record says so instead (`StudentRecord.no_gpu`)."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
@@ -33,21 +33,7 @@ def load_cohort(course: Path | str, assignment: str) -> Cohort:
     for record in progress(students, "reading sidecars"):
         if record.autograded and not record.ungradable:
             read_sidecars(record, course / "autograded" / record.student / assignment)
-            record.no_gpu = record.timing is None and timed_without_gpu(
-                course, assignment, record.student
-            )
     return Cohort(course, assignment, cells, students)
-
-
-def timed_without_gpu(course: Path, assignment: str, student: str) -> bool:
-    """Whether the student's grading record says the timing cell found no CUDA device: the
-    trusted side logs `timing_points(...): NoCudaError: ...` and writes no timing sidecar."""
-    from grader.grading.grading_log import read_record
-    from learning.workshops.measuring.timing import NoCudaError  # imports torch: only here
-
-    graded = read_record(course, assignment, student)
-    no_cuda = re.compile(rf"\btiming_points\(.*\b{NoCudaError.__name__}: ")
-    return graded is not None and any(no_cuda.search(line) for line in graded.lines)
 
 
 def read_sidecars(record: StudentRecord, folder: Path) -> None:

@@ -17,6 +17,7 @@ from grader.cohort.records import (
     StudentRecord,
 )
 from grader.cohort.timings import timing_columns
+from grader.outcome import NO_NOTEBOOK, NOT_AUTOGRADED
 from grader.student_order import student_key
 
 STATUSES = (
@@ -180,8 +181,6 @@ def _cell_status(record: StudentRecord, cell: CellInfo) -> tuple[str, str, float
 
 def _unscored(record: StudentRecord) -> tuple[str, str, float]:
     """(status, reason, NaN) of each cell of a student without an autograded notebook."""
-    from grader.export import NO_NOTEBOOK, NOT_AUTOGRADED  # imports nbgrader: only here
-
     if record.submitted:
         return "ungradable", record.ungradable or NO_NOTEBOOK, math.nan
     if record.not_gradable:

@@ -18,7 +18,13 @@ refuse to show the old grades for them), and the fingerprint of each hand-graded
 (`answers`, `grader.grading.hand_grading`), carried from one grading to the next, so that a
 hand grade stays exactly as long as the answer it graded. An instructor's review decision on a
 held grade is kept apart (`grader.grading.decisions`); what it added to the gradebook in this
-grading is recorded here (`adjusted`), so that a new decision replaces it.
+grading is recorded here (`adjusted`), so that a new decision replaces it. When the timing
+cell found no CUDA device, the trusted side says so here (`timed_without_gpu`): the cell scored
+0 and one regrade on a GPU mends it. A record written before that field reads as timed on a GPU.
+
+`read_record` is the one loader: None when the student was never graded, `RecordError` naming
+the file and what is wrong when the file is not a record; each caller decides what an
+unreadable record means for it (`grader.outcome`: ungradable, and grade it again).
 """
 
 from __future__ import annotations
@@ -34,11 +40,13 @@ from pathlib import Path
 import nbformat
 
 from grader.terminal import visible
+from learning.workshops.checking.sidecars import RecordError, RecordMissing, of_schema, read_json
 
 LOG_FOLDER = "grading_log"
 SCHEMA = "i1-grading/1"
 STOPPED = "grading stopped before it finished; nbgrader's log (.nbgrader.log) says where"
 UNGRADABLE = "ungradable"
+STATUSES = ("grading", "graded", UNGRADABLE)
 FLAG_CHARS = 300
 """The longest line a hold is logged with."""
 MAX_HOLDS = 50
@@ -103,6 +111,7 @@ class GradingRecord:
     answers: dict[str, str] = field(default_factory=dict)  # hand-graded cell -> answer_hash
     holds: list[dict] = field(default_factory=list)  # Hold.to_json() of each, in order found
     adjusted: dict[str, float] = field(default_factory=dict)  # notebook:cell -> review points
+    timed_without_gpu: bool = False  # the timing cell found no CUDA device, so scored 0
 
     @property
     def held(self) -> list[Hold]:
@@ -165,14 +174,65 @@ def record_paths(root: Path, assignment: str, student: str) -> tuple[Path, Path]
 
 
 def read_record(root: Path, assignment: str, student: str) -> GradingRecord | None:
-    """The student's last grading record, or None (never autograded, or unreadable)."""
+    """The student's last grading record; None when never graded; RecordError, naming the
+    file and what is wrong, when the file is not a grading record."""
+    path = record_paths(root, assignment, student)[1]
     try:
-        data = json.loads(record_paths(root, assignment, student)[1].read_text())
-        if data.pop("schema", None) != SCHEMA:
-            return None
-        return GradingRecord(**data)
-    except (OSError, ValueError, TypeError):
+        data = of_schema(read_json(path), SCHEMA, path)
+    except RecordMissing:
         return None
+    return record_from_json({k: v for k, v in data.items() if k != "schema"}, path)
+
+
+KINDS = {
+    **dict.fromkeys(
+        ("student", "assignment", "status", "cause", "started", "finished", "submission"),
+        "a string",
+    ),
+    **dict.fromkeys(("restored", "flags", "lines"), "a list of strings"),
+    "answers": "an object of strings",
+    "adjusted": "an object of points",
+    "holds": "a list of holds",
+    "timed_without_gpu": "true or false",
+}
+"""What each field of a grading record must be, as stored."""
+
+
+def record_from_json(data: dict, path: Path) -> GradingRecord:
+    """A grading record from its fields, each checked; RecordError names the first that is
+    wrong. Fields a record of an earlier version lacks take their defaults."""
+    unexpected = sorted(set(data) - set(KINDS))
+    if unexpected:
+        raise RecordError(path, f"unexpected fields {unexpected}")
+    missing = [name for name in ("student", "assignment") if name not in data]
+    if missing:
+        raise RecordError(path, f"missing {', '.join(missing)}")
+    for name, value in data.items():
+        if not _fits(KINDS[name], value):
+            raise RecordError(path, f"{name} is {value!r}, not {KINDS[name]}")
+    if data.get("status", "grading") not in STATUSES:
+        raise RecordError(path, f"status is {data['status']!r}, not one of {STATUSES}")
+    for number, hold in enumerate(data.get("holds", []), 1):
+        try:
+            Hold.from_json(hold)
+        except ValueError as exc:
+            raise RecordError(path, f"hold {number}: {exc}") from None
+    return GradingRecord(**data)
+
+
+def _fits(kind: str, value: object) -> bool:
+    """Whether a field's stored `value` is of its `kind` (a value of `KINDS`)."""
+    if kind == "a string":
+        return isinstance(value, str)
+    if kind == "true or false":
+        return isinstance(value, bool)
+    if kind in ("a list of strings", "a list of holds"):
+        item = str if kind == "a list of strings" else dict
+        return isinstance(value, list) and all(isinstance(v, item) for v in value)
+    item = str if kind == "an object of strings" else (int, float)
+    return isinstance(value, dict) and all(
+        isinstance(v, item) and not isinstance(v, bool) for v in value.values()
+    )
 
 
 def _now() -> str:
@@ -184,7 +244,12 @@ class GradingLog:
 
     def __init__(self, root: Path, assignment: str, student: str) -> None:
         self.paths = record_paths(root, assignment, student)
-        self.record = read_record(root, assignment, student) or GradingRecord(student, assignment)
+        self.unreadable = ""  # why the record on disk could not be read: it is started afresh
+        try:
+            self.record = read_record(root, assignment, student)
+        except RecordError as exc:
+            self.record, self.unreadable = None, exc.reason
+        self.record = self.record or GradingRecord(student, assignment)
 
     def begin(self) -> GradingLog:
         """Start a fresh record (an earlier grading's is replaced; only the fingerprints of
@@ -194,6 +259,11 @@ class GradingLog:
             old.student, old.assignment, started=_now(), answers=dict(old.answers)
         )
         self.say(f"autograding {self.record.assignment} for {self.record.student}")
+        if self.unreadable:
+            self.say(
+                f"the last grading record was unreadable ({self.unreadable}): replaced; its "
+                "hand grades are kept for review, as no record of their answers was read"
+            )
         return self
 
     def say(self, line: str) -> None:
@@ -250,6 +320,11 @@ class GradingLog:
         self.record.adjusted = dict(adjusted)
         self.say(line)
 
+    def timed_without_gpu(self) -> None:
+        """The timing cell found no CUDA device: it scored 0, and a regrade on a GPU mends it."""
+        self.record.timed_without_gpu = True
+        self.say("timed without a GPU: the timing cell found no CUDA device and scored 0")
+
     def finish(self) -> None:
         """nbgrader graded the submission."""
         self.record.status, self.record.cause, self.record.finished = "graded", "", _now()
@@ -295,8 +370,12 @@ def submission_fingerprint(folder: Path) -> str:
 
 def changed_since_graded(root: Path, assignment: str, student: str) -> bool:
     """Whether the student's submission in `submitted/` is not the one their last grading
-    record graded (no record, a record from before fingerprints, or a resubmission)."""
-    record = read_record(root, assignment, student)
+    record graded (no record, an unreadable one, one from before fingerprints, or a
+    resubmission)."""
+    try:
+        record = read_record(root, assignment, student)
+    except RecordError:  # grading it again writes a record that reads
+        return True
     folder = Path(root) / "submitted" / student / assignment
     return record is None or record.submission != submission_fingerprint(folder)
 

@@ -10,7 +10,8 @@ secret, the student and the submission time; a visible cell's assertions run aga
 notebook, where the student's code cannot write: whatever the kernel printed or raised in a
 test cell cannot change its score, and `SaveAutoGrades` scores what is written here. The
 source screen (`screening`) reads the submission's code first: what it finds holds the grade
-for an instructor's review, with the line and the reason, and changes no point.
+for an instructor's review, with the line and the reason, and changes no point. A timing
+check that finds no CUDA device is recorded in the grading record (`run_check`).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from traitlets import Float, List, Tuple
 
 from grader.grading.course_cells import course_for, graded_regions
 from grader.grading.execute import AHEAD
-from grader.grading.grading_log import Hold, course_root, log_for
+from grader.grading.grading_log import GradingLog, Hold, course_root, log_for
 from grader.grading.runner import _stream, sandboxed_copy
 from grader.grading.timing_record import (
     BANDS,
@@ -46,6 +47,8 @@ from learning.workshops.checking.sidecars import HINTS_SIDECAR, write_hints
 # grading needs.
 if TYPE_CHECKING:
     from grader.grading.hidden import Draw
+    from grader.grading.hidden_regions import Check
+    from grader.grading.runner import Runner
     from learning.workshops.screen import Screened
 
 NOTEBOOK = "strided_softmax.ipynb"
@@ -91,6 +94,18 @@ def as_notes(outputs: list) -> list[NotebookNode]:
         elif kind == "error":
             kept.append(_stream(SMOKE_FAILED))
     return kept
+
+
+def run_check(runner: Runner, check: Check, log: GradingLog | None) -> list[NotebookNode]:
+    """One hidden check's outputs (`Runner.run`); when it is the timing and it raised
+    NoCudaError, the grading record says the timing ran without a GPU."""
+    from learning.workshops.measuring.timing import NoCudaError
+
+    outputs = runner.run(*check)
+    no_cuda = any(out.get("ename") == NoCudaError.__name__ for out in outputs)
+    if log is not None and check[0] == "timing_points" and no_cuda:
+        log.timed_without_gpu()
+    return outputs
 
 
 def restart_sidecars(folder: Path) -> None:
@@ -158,7 +173,8 @@ class GradeHiddenCells(NbGraderPreprocessor):
                 if index in hidden:  # the kernel's own outputs go: they were never scored
                     gid, checks = hidden[index]
                     smoke = as_notes(runner.visible(by_id[gid], smoke_test=True))
-                    cell.outputs = smoke + [out for check in checks for out in runner.run(*check)]
+                    ran = [out for check in checks for out in run_check(runner, check, log)]
+                    cell.outputs = smoke + ran
                 else:  # the course's assertions, run here: the kernel's outputs cannot score
                     gid = visible[index].grade_id
                     cell.outputs = runner.visible(visible[index])
