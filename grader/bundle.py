@@ -28,7 +28,12 @@ from grader.course import ASSIGNMENT, NOTEBOOK, REPO
 from learning.workshops.check import UsageError
 from learning.workshops.paths import unwritable
 
-STUDENT_DOCS = ("docs/student-guide.md", "docs/gpu-results.md", "docs/gpu-timing.md")
+STUDENT_DOCS = (
+    "docs/student-guide.md",
+    "docs/gpu-results.md",
+    "docs/gpu-timing.md",
+    "docs/queue.md",
+)
 """The pages of docs/ a student reads; they link only to each other."""
 SHIPPED = (
     "learning",

@@ -26,6 +26,7 @@ from docs_commands import README, REPO, doc, page, pages
 from packaging.requirements import Requirement
 from test_instructor_workflow import workflow_commands
 from test_page_api import PAGE_COMMANDS, page_command
+from test_remote import REMOTE_COMMANDS
 from test_review import review_commands
 
 from grader import course
@@ -60,6 +61,8 @@ NOT_RUN = {
     "python -m grader.collect i1_strided_softmax --course . --take 23456 "
     '"roebob_23456_987004_strided_softmax (1).ipynb"': "a renamed upload the term's downloads "
     "do not have: tests/test_collect.py takes one in with --take from a course folder",
+    "python -m grader.queue serve --course . --root-path /i1 --workers 1": "serves until "
+    "stopped: tests/test_queue_service.py starts `python -m grader.queue serve` on loopback",
 }
 """The commands shown that no test runs, each with why (and what tests it otherwise)."""
 
@@ -82,10 +85,12 @@ def starting(word: str) -> list[str]:
     return [command for command in shown() if command.startswith(word)]
 
 
-CHECKS = starting("python -m learning.workshops.check ")
+CHECKS = [c for c in starting("python -m learning.workshops.check ") if c not in REMOTE_COMMANDS]
 PLOTS = starting("python -m learning.workshops.plots ")
 BENCHMARKS = [
-    c for c in starting("python -m learning.workshops.benchmark ") if c not in PAGE_COMMANDS
+    c
+    for c in starting("python -m learning.workshops.benchmark ")
+    if c not in PAGE_COMMANDS and c not in REMOTE_COMMANDS
 ]
 MAKE_SECRET = "make secret"
 
@@ -102,6 +107,7 @@ def test_every_command_shown_is_run_by_a_test_or_says_why_not():
     shown that no test runs?"""
     commands = shown()
     run = run_here() | set(workflow_commands()) | set(PAGE_COMMANDS) | set(review_commands())
+    run |= set(REMOTE_COMMANDS)
     untested = {c: where for c, where in commands.items() if c not in run and c not in NOT_RUN}
     assert untested == {}, f"shown, but neither run by a test nor in NOT_RUN: {untested}"
     assert [c for c in NOT_RUN if c not in commands] == [], "NOT_RUN names a command not shown"
