@@ -27,7 +27,7 @@ import nbformat
 import pytest
 from in_process import run_main
 
-from grader import course, outcome, parallel, sample_cohort
+from grader import autograde_workers, course, outcome, parallel, sample_cohort
 from grader.gpu_lock import GPU_LOCK_ENV
 from grader.gradebook import gradebook_url, open_gradebook
 
@@ -220,12 +220,12 @@ def test_gpu_workers_take_one_gpu_each(tmp_path, monkeypatch):
     """Is each worker pinned to one GPU, round robin, with that GPU's own lock file?"""
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     monkeypatch.delenv(GPU_LOCK_ENV, raising=False)
-    envs = [parallel.worker_env(tmp_path, slot, ["0", "1"], 1) for slot in range(4)]
+    envs = [autograde_workers.worker_env(tmp_path, slot, ["0", "1"], 1) for slot in range(4)]
     assert [e["CUDA_VISIBLE_DEVICES"] for e in envs] == ["0", "1", "0", "1"]
     locks = [e[GPU_LOCK_ENV] for e in envs]
     assert locks[0] == locks[2] != locks[1] == locks[3]
     assert all(Path(lock).parent == tmp_path / "autograded" for lock in locks)
-    bare = parallel.worker_env(tmp_path, 0, [], 1)
+    bare = autograde_workers.worker_env(tmp_path, 0, [], 1)
     assert "CUDA_VISIBLE_DEVICES" not in bare and GPU_LOCK_ENV not in bare
 
 
@@ -352,7 +352,7 @@ def test_gradebook_writers_without_busy_timeout_collide(cohort, tmp_path):
 def test_gradebook_writers_with_worker_url_lose_nothing(cohort, tmp_path):
     """With the workers' gradebook URL, do concurrent writers finish without lost rows?"""
     root = copy_course(cohort, tmp_path / "course", ())
-    url, _ = parallel.worker_gradebook(root)
+    url, _ = autograde_workers.worker_gradebook(root)
     errors, stderr = hammer(root, url)
     assert (errors, "database is locked" in stderr) == (0, False)
     students = [f"w{i}-{r}" for i in range(WRITERS) for r in range(ROUNDS)]
@@ -378,11 +378,11 @@ for line in sys.stdin:
     log = "sqlite3.OperationalError: database is locked" if locked else "graded"
     print(json.dumps({"graded": not locked, "seconds": 0.0, "log": log}), flush=True)
 """
-"""Stands in for `python -m grader.parallel --serve`: same protocol, scripted outcomes."""
+"""Stands in for `python -m grader.autograde_workers`: same protocol, scripted outcomes."""
 
 
-def fake_worker(tmp_path: Path) -> parallel._Worker:
-    worker = parallel._Worker(tmp_path, course.ASSIGNMENT, "sqlite://", 0, dict(os.environ))
+def fake_worker(tmp_path: Path) -> autograde_workers.Worker:
+    worker = autograde_workers.Worker(tmp_path, course.ASSIGNMENT, "sqlite://", 0, dict(os.environ))
     worker.command = [sys.executable, "-c", FAKE_WORKER]
     return worker
 

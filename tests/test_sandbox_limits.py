@@ -18,7 +18,7 @@ from nbformat.v4 import new_code_cell, new_notebook
 from sandboxing import sandbox_missing
 from traitlets.config import Config
 
-from grader import parallel
+from grader import autograde_workers
 from grader.grading import execute as executing
 from grader.isolation import cgroups, cpu_share, limits, sandbox
 from grader.isolation.limits import GiB, Limits, memory_share
@@ -55,7 +55,7 @@ def test_cpu_share_divides_the_cores_and_keeps_one():
 def test_the_worker_count_reaches_the_limits(tmp_path, monkeypatch):
     """Does each grader.parallel worker tell its sandboxes how many workers share the
     machine, so that their default memory shrinks with it, and is a bad count refused?"""
-    env = parallel.worker_env(tmp_path, 0, [], 1, workers=3)
+    env = autograde_workers.worker_env(tmp_path, 0, [], 1, workers=3)
     assert env[limits.WORKERS_ENV] == "3"
     monkeypatch.setattr(limits, "machine_memory_bytes", lambda: 24 * GiB)
     monkeypatch.setattr(limits, "machine_cpus", lambda: 6)

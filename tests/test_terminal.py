@@ -59,7 +59,8 @@ def test_parallel_reports_student_ids_and_causes_as_escapes():
     aligned?"""
     from pathlib import Path
 
-    from grader.parallel import ParallelRun, StudentRun, _report
+    from grader.autograde_workers import StudentRun
+    from grader.parallel import ParallelRun, _report
 
     cause = "dead kernel: ValueError: \x1b[2K\x1b]52;c;aGk=\x07\nnext line"
     log = Path("grading_log/i1_strided_softmax/x.log")

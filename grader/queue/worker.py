@@ -14,8 +14,8 @@ job ran past 600 s". Every job ends in one line on stdout.
 
 `start_workers(root, n, slurm)` starts n worker processes beside the service, each on a GPU
 of this machine in turn (CUDA_VISIBLE_DEVICES) with that GPU's lock file, the same one
-grading uses (`grader.parallel.worker_env`): queue jobs and a grading's timing never share a
-GPU. Processes, not threads: a job's environment is its worker's, and a killed one is a dead
+grading uses (`grader.autograde_workers.worker_env`): queue jobs and a grading's timing never
+share a GPU. Processes, not threads: a job's environment is its worker's, and a killed one is a dead
 worker the others requeue after.
 """
 
@@ -142,7 +142,7 @@ class Heartbeat:
 def gpu_lock_env(root: Path, env: dict[str, str]) -> dict[str, str]:
     """`env` with this worker's GPU lock (grading's lock file for the GPU it uses) where the
     machine has a GPU and none is named yet; the lock's folder made."""
-    from grader.parallel import visible_gpus
+    from grader.autograde_workers import visible_gpus
 
     if GPU_LOCK_ENV in env or not (gpus := visible_gpus()):
         return env
@@ -172,7 +172,7 @@ class Workers:
 def start_workers(root: Path, n: int, slurm: bool = False, job_time_s: float = JOB_TIME_S):
     """Start `n` worker processes for the course at `root` (each with --slurm if `slurm`);
     locally, worker i runs on this machine's GPU i mod the GPUs, with its lock."""
-    from grader.parallel import visible_gpus, worker_env
+    from grader.autograde_workers import visible_gpus, worker_env
 
     root = Path(root).resolve()
     gpus = [] if slurm else visible_gpus()
