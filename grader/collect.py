@@ -9,14 +9,8 @@ Why not `nbgrader zip_collect`: it stops on a second download ("Directory not em
 away, and Canvas's file names carry no submission time, so late work went unpenalised
 without a word. Here:
 
-- Every download stays in `downloaded/<assignment>/archive/` (a zip of submissions, or a
-  loose notebook), taken oldest first by its file's modification time (the moment it was
-  saved), then by name. An LMS download holds each student's latest submission, so a later
-  download replaces what an earlier one gave for every student it holds; students it lacks
-  keep theirs. One download holding two notebooks for one student is refused for them.
-- File names are matched with the course's `FileNameCollectorPlugin.named_regexp` (Canvas's
-  pattern in nbgrader_config.py: `student_id`, `file_id`, and `late`, Canvas's `late_`
-  marker, kept as evidence).
+- Every download stays in `downloaded/<assignment>/archive/`; each is read in turn, oldest
+  first, a later one replacing what an earlier one gave (`grader.downloads` says how).
 - Every other file is accounted for (`grader.uploads`): one whose Canvas name gives its
   student (a `.py`, a renamed `strided_softmax (1).ipynb`, a `notes.txt`) is reported with
   the fix and kept in `downloaded/<assignment>/i1_uploads.json`, where the export and the
@@ -27,18 +21,11 @@ without a word. Here:
   its LMS time and evidence, as collect writes any submission, and later runs keep it until a
   newer download brings a notebook; a file that is no notebook (a `.py`) is refused, since
   the autograder runs the notebook's cells: ask the student for the notebook.
-- Submission times come from the LMS's submissions export (`load_times`): every `.csv` and
-  `.json` in `downloaded/<assignment>/times/`, and each `--times FILE`. A CSV has a header
-  with `user_id` (or `student_id`, `id`) and `submitted_at` (or `timestamp`), and optionally
-  `late`; a JSON file is a list of such objects, as Canvas's submissions API returns them.
-  Times need a zone (`Z`, `+01:00`). A student's latest time is their submission's time.
-- A submission that is new or changed is written to `submitted/<student>/<assignment>/`:
-  the notebook, `timestamp.txt` (its time, none when unknown) and `i1_collected.json` (which
-  download and file it came from, the LMS's late marker, its time and where that came from;
-  nbgrader never copies it on, `CourseDirectory.ignore`; `load_evidence` reads it back and
-  refuses a bad file with its reason, which collect notes and reads as no `--take`, and the
-  export as an unknown late marker). Unchanged ones are not touched, so
-  `grader.parallel --changed` grades exactly the new and resubmitted work.
+- Submission times come from the LMS's submissions exports (`grader.lms_times`): every
+  `.csv` and `.json` in `downloaded/<assignment>/times/`, and each `--times FILE`.
+- A submission that is new or changed is written to `submitted/<student>/<assignment>/`
+  with `timestamp.txt` and its evidence (`grader.collected`); unchanged ones are not touched,
+  so `grader.parallel --changed` grades exactly the new and resubmitted work.
 - When the assignment has a due date and the late policy can deduct points
   (`grader.grading.late.policy_applies`), a new or changed submission without a time is
   refused, the whole run with it, before anything is written; `--no-times` collects anyway
@@ -53,159 +40,35 @@ Exit status: 0 collected, 2 refused or a usage error.
 from __future__ import annotations
 
 import argparse
-import csv
 import json
-import re
 import sys
 import zipfile
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
 from grader import uploads
+from grader.collected import EVIDENCE, Evidence, load_evidence
 from grader.course_folder import add_course_option, not_a_course
+from grader.downloads import (
+    DownloadError,
+    Found,
+    Stray,
+    downloads,
+    find_notebooks,
+    latest,
+    read_member,
+)
 from grader.gradebook import GradebookError, gradebook_url, open_gradebook
 from grader.grading.extensions import own_due_date
+from grader.lms_times import LmsTime, TimesError, load_times, shown
 from grader.terminal import visible
 from grader.uploads import Upload
-from learning.workshops.checking.sidecars import RecordError, RecordMissing, of_schema, read_json
-
-EVIDENCE = "i1_collected.json"
-"""What collect writes beside each submission it takes (ignored by nbgrader's copies)."""
-SCHEMA = "i1-collected/1"
-MAX_NOTEBOOK_BYTES = 64 * 1024 * 1024
-"""A notebook larger than this in a download is skipped, with a warning."""
-STUDENT_COLUMNS = ("user_id", "student_id", "id")
-TIME_COLUMNS = ("submitted_at", "timestamp")
+from learning.workshops.checking.sidecars import RecordError, RecordMissing
 
 
 class CollectError(Exception):
     """Nothing was collected: the message says why and what to do."""
-
-
-@dataclass(frozen=True)
-class Evidence:
-    """What collect records beside a submission it writes (`EVIDENCE`): the download and the
-    file in it of each notebook, the LMS's late marker, the submission time and where it came
-    from, when it was collected, and why `--take` took it in (None: collect matched it)."""
-
-    files: tuple[tuple[str, str], ...]  # (download, file) of each notebook
-    lms_late: bool
-    submitted_at: str | None
-    time_from: str | None
-    collected: str
-    taken: str | None = None
-
-    def to_json(self) -> dict:
-        files = [{"download": download, "file": file} for download, file in self.files]
-        return {"schema": SCHEMA, **asdict(self), "files": files}
-
-
-def load_evidence(folder: Path) -> Evidence:
-    """What collect recorded beside the submission in `folder`; RecordMissing when it wrote
-    nothing there, RecordError saying why a file is not its record."""
-    path = Path(folder) / EVIDENCE
-    data = dict(of_schema(read_json(path), SCHEMA, path))
-    data.pop("schema")
-    try:
-        evidence = Evidence(**data)
-    except TypeError as exc:
-        raise RecordError(path, f"not collect's record: {exc}") from None
-    files = evidence.files
-    pairs = isinstance(files, list) and all(
-        isinstance(f, dict) and set(f) == {"download", "file"} for f in files
-    )
-    if not pairs or not all(isinstance(v, str) for f in files for v in f.values()):
-        raise RecordError(path, f"files is {files!r}, not a list of {{download, file}} strings")
-    if not isinstance(evidence.lms_late, bool):
-        raise RecordError(path, f"lms_late is {evidence.lms_late!r}, not true or false")
-    for name in ("submitted_at", "time_from", "collected", "taken"):
-        value = getattr(evidence, name)
-        if not isinstance(value, str) and (value is not None or name == "collected"):
-            raise RecordError(path, f"{name} is {value!r}, not a string")
-    return replace(evidence, files=tuple((f["download"], f["file"]) for f in files))
-
-
-@dataclass(frozen=True)
-class LmsTime:
-    """When the LMS says a student submitted, where that was read, and its late flag."""
-
-    submitted_at: datetime  # naive UTC, as nbgrader keeps times
-    source: str
-    late: bool | None = None
-
-
-@dataclass(frozen=True)
-class Found:
-    """One student's notebook in one download."""
-
-    student: str
-    notebook: str  # the release notebook's file name
-    download: str
-    member: str
-    data: bytes
-    lms_late: bool
-
-
-def parse_time(text: str) -> datetime:
-    """A time with its zone as naive UTC; ValueError without a zone or when unreadable."""
-    from dateutil import parser
-
-    try:
-        when = parser.isoparse(text.strip())
-    except ValueError:
-        when = parser.parse(text.strip())
-    if when.tzinfo is None:
-        raise ValueError(f"{text!r} has no time zone: add Z for UTC, or its offset")
-    return when.astimezone(UTC).replace(tzinfo=None)
-
-
-def shown(when: datetime | None) -> str:
-    """A time as timestamp.txt and messages write it: '2026-12-02 09:30:00 UTC'."""
-    return "" if when is None else f"{when:%Y-%m-%d %H:%M:%S} UTC"
-
-
-def _flag(value) -> bool | None:
-    text = str(value).strip().lower()
-    return {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}.get(text)
-
-
-def _rows(path: Path) -> list[dict]:
-    """The rows of a times file: a CSV with a header, or a JSON list of objects."""
-    if path.suffix.lower() == ".json":
-        rows = json.loads(path.read_text())
-        if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
-            raise CollectError(f"{path}: expected a JSON list of submissions, as Canvas gives")
-        return rows
-    with path.open(newline="", encoding="utf-8-sig") as fh:
-        return list(csv.DictReader(fh))
-
-
-def load_times(paths: list[Path]) -> dict[str, LmsTime]:
-    """Each student's latest submission time in the LMS's submissions exports at `paths`."""
-    times: dict[str, LmsTime] = {}
-    for path in paths:
-        for number, row in enumerate(_rows(path), start=2):
-            student = next((row[c] for c in STUDENT_COLUMNS if row.get(c) not in (None, "")), None)
-            stamp = next((row[c] for c in TIME_COLUMNS if row.get(c) not in (None, "")), None)
-            if student is None and stamp is None:
-                continue
-            if student is None or stamp is None:
-                if student is not None:  # Canvas lists unsubmitted students with no time
-                    continue
-                raise CollectError(
-                    f"{path}, row {number}: no student id: the header needs one of "
-                    f"{', '.join(STUDENT_COLUMNS)} and one of {', '.join(TIME_COLUMNS)}"
-                )
-            try:
-                when = parse_time(str(stamp))
-            except (ValueError, OverflowError) as exc:
-                raise CollectError(f"{path}, row {number}: {exc}") from None
-            found = LmsTime(when, path.name, _flag(row.get("late", "")))
-            key = str(student).strip()
-            if key not in times or when >= times[key].submitted_at:
-                times[key] = found
-    return times
 
 
 def course_config(root: Path):
@@ -216,78 +79,6 @@ def course_config(root: Path):
     if problem:
         raise CollectError(problem)
     return PyFileConfigLoader("nbgrader_config.py", path=str(root)).load_config()
-
-
-def downloads(folder: Path) -> list[Path]:
-    """The downloads in `folder`, oldest first (modification time, then name)."""
-    if not folder.is_dir():
-        return []
-    files = [p for p in folder.iterdir() if p.is_file() and not p.name.startswith(".")]
-    return sorted(files, key=lambda p: (p.stat().st_mtime, p.name))
-
-
-def _members(path: Path) -> list[tuple[str, zipfile.ZipInfo | None]]:
-    if zipfile.is_zipfile(path):
-        with zipfile.ZipFile(path) as archive:
-            return [(i.filename, i) for i in archive.infolist() if not i.is_dir()]
-    return [(path.name, None)]
-
-
-@dataclass(frozen=True)
-class Stray:
-    """A file in a download whose name gives its student but is not a release notebook's."""
-
-    student: str
-    download: str
-    member: str
-
-
-def find_notebooks(
-    download: Path, pattern: str, notebooks: set[str], say, stray=lambda _: None
-) -> list[Found]:
-    """The release notebooks in one download, by student; each other file whose name gives
-    its student goes to `stray`, and the rest are skipped with a line to `say`."""
-    found = []
-    for member, info in _members(download):
-        match = re.match(pattern, f"{download.name}/{member}")
-        named = match is not None and "student_id" in match.groupdict()
-        notebook = Path(match["file_id"]).stem + ".ipynb" if named else ""
-        if notebook not in notebooks:
-            owner = uploads.owner(member)
-            if owner is None:
-                say(f"skipped {download.name}: {member}: not named as the LMS names submissions")
-            else:
-                stray(Stray(owner[0], download.name, member))
-            continue
-        size = info.file_size if info else download.stat().st_size
-        if size > MAX_NOTEBOOK_BYTES:
-            say(f"skipped {download.name}: {member}: {size} bytes, over {MAX_NOTEBOOK_BYTES}")
-            continue
-        if info is None:
-            data = download.read_bytes()
-        else:
-            with zipfile.ZipFile(download) as archive:
-                data = archive.read(info)
-        late = bool(match.groupdict().get("late"))
-        found.append(Found(match["student_id"], notebook, download.name, member, data, late))
-    return found
-
-
-def latest(found: list[Found], order: list[str]) -> dict[tuple[str, str], Found]:
-    """Each (student, notebook)'s file from the latest download that holds it; CollectError
-    when one download holds two for the same student and notebook."""
-    rank = {name: i for i, name in enumerate(order)}
-    chosen: dict[tuple[str, str], Found] = {}
-    for item in sorted(found, key=lambda f: rank[f.download]):
-        key = (item.student, item.notebook)
-        old = chosen.get(key)
-        if old is not None and old.download == item.download:
-            raise CollectError(
-                f"{item.download} holds two files for student {item.student}: {old.member} and "
-                f"{item.member}; remove the older one from the download and collect again"
-            )
-        chosen[key] = item
-    return chosen
 
 
 @dataclass
@@ -394,7 +185,11 @@ def _read_downloads(root: Path, assignment: str, say) -> _Seen:
     strays: list[Stray] = []
     found = [f for d in files for f in find_notebooks(d, pattern, notebooks, say, strays.append)]
     order = [d.name for d in files]
-    return _Seen(root, assignment, notebooks, order, latest(found, order), strays)
+    try:
+        chosen = latest(found, order)
+    except DownloadError as exc:
+        raise CollectError(str(exc)) from None
+    return _Seen(root, assignment, notebooks, order, chosen, strays)
 
 
 def _taken(seen: _Seen, student: str) -> tuple[int, str]:
@@ -501,7 +296,10 @@ def _lms_times(root: Path, assignment: str, times) -> tuple[dict[str, LmsTime], 
     """Each student's LMS time, from the times folder's exports and `times`; the folder."""
     folder = root / "downloaded" / assignment / "times"
     exports = sorted(p for p in folder.glob("*") if p.suffix.lower() in (".csv", ".json"))
-    return load_times([*exports, *map(Path, times)]), folder
+    try:
+        return load_times([*exports, *map(Path, times)]), folder
+    except TimesError as exc:
+        raise CollectError(str(exc)) from None
 
 
 def _late_rule(root: Path, assignment: str) -> tuple[datetime | None, bool]:
@@ -570,7 +368,10 @@ def take(
         )
     lms, folder = _lms_times(root, assignment, times)
     due, applies = _late_rule(root, assignment)
-    data = _read_member(seen.archive() / download, member)
+    try:
+        data = read_member(seen.archive() / download, member)
+    except DownloadError as exc:
+        raise CollectError(str(exc)) from None
     found = Found(student, takes_as, download, member, data, bool(owner and owner[2]))
     done = _Take([found], lms.get(student), seen.folder(student), why)
     if done.when is None and applies and not no_times:
@@ -608,20 +409,6 @@ def _named(seen: _Seen, file: str) -> tuple[str, str]:
         f"no file named {file!r} in the downloads in {seen.archive()}: give its name as "
         "collect reported it. Nothing was taken."
     )
-
-
-def _read_member(download: Path, member: str) -> bytes:
-    """One file of a download (a zip's member, or the loose file itself), size-checked."""
-    if zipfile.is_zipfile(download):
-        with zipfile.ZipFile(download) as archive:
-            info = archive.getinfo(member)
-            if info.file_size > MAX_NOTEBOOK_BYTES:
-                raise CollectError(f"{member}: {info.file_size} bytes, over {MAX_NOTEBOOK_BYTES}")
-            return archive.read(info)
-    data = download.read_bytes()
-    if len(data) > MAX_NOTEBOOK_BYTES:
-        raise CollectError(f"{member}: {len(data)} bytes, over {MAX_NOTEBOOK_BYTES}")
-    return data
 
 
 def _notes(student: str, mine: list[Found], when: LmsTime | None, due, applies: bool) -> list[str]:

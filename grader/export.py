@@ -57,7 +57,7 @@ from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.coursedir import CourseDirectory
 from nbgrader.plugins import CsvExportPlugin
 
-from grader.collect import EVIDENCE, load_evidence
+from grader.collected import EVIDENCE, load_evidence
 from grader.grading.decisions import Review, review_of_record
 from grader.grading.extensions import own_due_date
 from grader.grading.grading_log import GradingRecord

@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from grader import collect, course, uploads
-from grader.collect import CollectError, LmsTime, load_times
+from grader import collect, collected, course, uploads
+from grader.collect import CollectError
+from grader.lms_times import LmsTime, TimesError, load_times
 from grader.sample_cohort import DUE
 
 pytestmark = pytest.mark.nbgrader
@@ -113,10 +114,10 @@ def test_the_late_marker_is_kept_as_evidence_and_checked_against_the_time(root, 
     out = capsys.readouterr().out
     assert "NOTE: 23456: the LMS marked it late, but 2026-12-01 12:00:00 UTC is before" in out
     assert "NOTE: 12345: the LMS marked it on time, but 2026-12-02 09:30:00 UTC is after" in out
-    evidence = collect.load_evidence(submitted(root, "23456"))
+    evidence = collected.load_evidence(submitted(root, "23456"))
     assert evidence.lms_late is True and evidence.time_from == "export.csv"
     assert evidence.files == (("submissions.zip", B_LATE),)
-    assert collect.load_evidence(submitted(root, "12345")).lms_late is False
+    assert collected.load_evidence(submitted(root, "12345")).lms_late is False
 
 
 def test_file_names_from_a_download_print_their_control_characters(root, capsys):
@@ -155,7 +156,7 @@ def test_times_from_canvas_csv_and_json_exports(tmp_path):
     found = load_times([tmp_path / "a.csv", tmp_path / "b.json"])
     assert found == {"1": LmsTime(datetime(2026, 12, 2, 9, 30), "b.json", True)}
     (tmp_path / "c.csv").write_text("user_id,submitted_at\n1,2026-12-01 12:00:00\n")
-    with pytest.raises(CollectError, match="c.csv, row 2: .* has no time zone"):
+    with pytest.raises(TimesError, match="c.csv, row 2: .* has no time zone"):
         load_times([tmp_path / "c.csv"])
 
 
@@ -222,7 +223,7 @@ def test_take_a_renamed_notebook_with_its_lms_time(root, capsys):
     folder = submitted(root, "23456")
     assert (folder / course.NOTEBOOK).read_bytes() == b"{}"
     assert (folder / "timestamp.txt").read_text() == "2026-12-02 09:30:00 UTC\n"
-    evidence = collect.load_evidence(folder)
+    evidence = collected.load_evidence(folder)
     assert evidence.files == (("submissions.zip", RENAMED),)
     assert evidence.taken == "a renamed copy of strided_softmax.ipynb"
     assert evidence.time_from == "1.csv"
@@ -286,7 +287,7 @@ def test_an_unreadable_record_of_collects_is_noted_and_read_as_no_take(root, cap
     times(root, "1.csv", f"user_id,submitted_at\n12345,{ON_TIME}\n23456,{LATE}\n")
     assert collect.main([course.ASSIGNMENT, "--course", str(root)]) == 0
     capsys.readouterr()
-    evidence = submitted(root, "23456") / collect.EVIDENCE
+    evidence = submitted(root, "23456") / collected.EVIDENCE
     evidence.write_text("{")
     download(root, "again.zip", {A_AGAIN: b"a2"}, age=0)
     assert collect.main([course.ASSIGNMENT, "--course", str(root)]) == 0

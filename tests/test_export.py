@@ -24,7 +24,7 @@ from nbgrader.utils import parse_utc
 from traitlets.config import Config
 
 from grader import cohort, course, uploads
-from grader.collect import EVIDENCE, Evidence
+from grader.collected import EVIDENCE, Evidence
 from grader.course import ASSIGNMENT
 from grader.export import (
     COLUMNS,

@@ -15,7 +15,7 @@ import pytest
 from test_cohort import FAKE_TIMING
 
 import grader.grading.gpu_timing as gpu_timing
-from grader import cohort, collect, recheck
+from grader import cohort, collected, recheck
 from grader.course import ASSIGNMENT, NOTEBOOK, REPO
 from grader.grading import grading_log, runner, timing_record
 from grader.grading.timing_record import BANDS, MAX_POINTS, SIDECAR, band
@@ -264,18 +264,18 @@ def test_a_grading_over_an_unreadable_record_starts_afresh_and_says_so(tmp_path)
 
 
 def _evidence(folder: Path, **changes) -> None:
-    evidence = collect.Evidence((("a.zip", "x.ipynb"),), False, None, None, "now", "renamed")
+    evidence = collected.Evidence((("a.zip", "x.ipynb"),), False, None, None, "now", "renamed")
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / collect.EVIDENCE).write_text(json.dumps({**evidence.to_json(), **changes}))
+    (folder / collected.EVIDENCE).write_text(json.dumps({**evidence.to_json(), **changes}))
 
 
 def test_collects_record_loads_as_written_and_an_absent_one_is_missing(tmp_path):
     """Does what collect writes beside a submission load back as written, and is a folder
     without one RecordMissing?"""
     with pytest.raises(RecordMissing):
-        collect.load_evidence(tmp_path)
+        collected.load_evidence(tmp_path)
     _evidence(tmp_path)
-    assert collect.load_evidence(tmp_path) == collect.Evidence(
+    assert collected.load_evidence(tmp_path) == collected.Evidence(
         (("a.zip", "x.ipynb"),), False, None, None, "now", "renamed"
     )
 
@@ -295,8 +295,8 @@ def test_a_bad_collect_record_is_refused_with_its_reason(tmp_path, changes, reas
     fault, where it read as "no record" before?"""
     _evidence(tmp_path, **changes)
     with pytest.raises(RecordError) as info:
-        collect.load_evidence(tmp_path)
-    assert info.value.path == tmp_path / collect.EVIDENCE
+        collected.load_evidence(tmp_path)
+    assert info.value.path == tmp_path / collected.EVIDENCE
     assert info.value.reason.startswith(reason)
 
 
