@@ -23,17 +23,15 @@ from grader.grading.course_cells import CourseCell, course_for
 from grader.grading.execute import AHEAD
 from grader.grading.grading_log import course_root
 from grader.grading.hidden_regions import hidden_checks
+from grader.grading.trusted import submission_draw
 from grader.seeding import MissingSecret
 
-# torch, triton and the modules that import them (grader.grading.hidden, the checking's cases,
-# faults and isolation, the timing, the notebook's testing) are imported where used: every
-# nbgrader command loads nbgrader_config.py, which names this module's preprocessors, and
-# importing them costs about 1.4 s that only grading needs.
+# The grading engine (grader.grading.runner, which imports torch and triton) is imported where
+# a notebook's checks start: every nbgrader command loads nbgrader_config.py, which names this
+# module's preprocessor, and importing it costs about 1.4 s that only grading needs.
 if TYPE_CHECKING:
     from grader.grading.hidden import Draw
-
-from grader.grading.runner import Runner, sandboxed_copy
-from grader.grading.trusted import submission_draw
+    from grader.grading.runner import Runner
 
 CORES_PER_CHILD = 4
 """Cores per child sharing a submission's hidden checks, up to MOST_CHILDREN. On an H200 host
@@ -72,6 +70,7 @@ class ChecksAhead:
         import torch
 
         from grader.gpu_lock import gpu_share
+        from grader.grading.runner import sandboxed_copy
 
         self._stack = contextlib.ExitStack()
         self._stack.enter_context(gpu_share())  # no other submission's timing meanwhile

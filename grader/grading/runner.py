@@ -17,13 +17,23 @@ import secrets
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import nbformat
+import torch
 from nbformat import NotebookNode
 
 from grader.grading.course_cells import CourseCell
 from grader.grading.feedback import hidden_failure, timing_summary
+from grader.grading.gpu_timing import Sandbox, Servers, timing_points
+from grader.grading.hidden import (
+    CASE_TIMEOUT_S,
+    Draw,
+    hidden_cases,
+    run_function_check,
+    run_hidden,
+    student_calls,
+)
+from grader.grading.hidden_regions import strip_hidden_tests, stripped
 from grader.grading.timing_record import (
     BANDS,
     MAX_POINTS,
@@ -31,15 +41,19 @@ from grader.grading.timing_record import (
     Band,
 )
 from grader.grading.timing_record import SIDECAR as TIMING_SIDECAR
-
-# torch, triton and the modules that import them (grader.grading.hidden, the checking's cases,
-# faults and isolation, the timing, the notebook's testing) are imported where used: every
-# nbgrader command loads nbgrader_config.py, which names this module's preprocessors, and
-# importing them costs about 1.4 s that only grading needs.
-if TYPE_CHECKING:
-    from grader.grading.gpu_timing import Servers
-    from grader.grading.hidden import Draw
-    from learning.workshops.checking.isolation import IsolatedRun, Session
+from grader.grading.visible import Remote, course_namespace, rescore
+from grader.isolation.cgroups import sandbox_cgroups
+from grader.isolation.sandbox import inside, sandboxed
+from grader.isolation.scratch import scratch
+from learning.workshops.checking.cases import OPS, suite
+from learning.workshops.checking.faults import INTERNAL_ERROR, CheckerFault
+from learning.workshops.checking.isolation import IsolatedRun, Session
+from learning.workshops.checking.kernel_source import submission_kernels
+from learning.workshops.checking.records import Failure
+from learning.workshops.checking.replay import held_reason
+from learning.workshops.checking.sidecars import public_key
+from learning.workshops.measuring.timing import NoCudaError
+from learning.workshops.notebook.testing import all_pass, record_outcome, record_status, verdict
 
 NOTEBOOK = "strided_softmax.ipynb"
 NOT_LOADED = (
@@ -69,12 +83,6 @@ def sandboxed_copy(nb: NotebookNode, draw: Draw) -> Iterator[Runner]:
     clean room in an empty scratch folder of its own that replays the kernels' launches
     (`learning.workshops.checking.replay`), their source read before any child starts; gone
     afterwards, with every process they started."""
-    from grader.grading.hidden_regions import stripped
-    from grader.isolation.cgroups import sandbox_cgroups
-    from grader.isolation.sandbox import inside, sandboxed
-    from grader.isolation.scratch import scratch
-    from learning.workshops.checking.isolation import Session
-    from learning.workshops.checking.kernel_source import submission_kernels
 
     with scratch() as work, scratch() as room, sandbox_cgroups() as cgroups:
         nbformat.write(stripped(nb), work / NOTEBOOK)
@@ -121,8 +129,6 @@ class Runner:
     def run(self, name: str, args: list, kwargs: dict) -> list[NotebookNode]:
         """One check's outputs: a line when it passed, an error when it failed; the log
         tells its seconds too."""
-        from learning.workshops.checking.faults import CheckerFault
-        from learning.workshops.measuring.timing import NoCudaError
 
         started = time.monotonic()
         try:
@@ -141,29 +147,23 @@ class Runner:
 
     def hidden_run(self, op: str) -> IsolatedRun:
         """`op`'s hidden cases run against the submission, once (see `ChecksAhead`)."""
-        from grader.grading.hidden import run_hidden
 
         return self._once(op, run_hidden, op)
 
     def function_run(self, function: str) -> tuple[bool, str]:
         """`function`'s hidden check run against the submission, once."""
-        from grader.grading.hidden import run_function_check
 
         return self._once(function, run_function_check, function)
 
     def public_run(self, function: str, op: str, names: tuple[str, ...] | None) -> IsolatedRun:
         """The public cases `names` of `op` (all that apply when None) run against the
         submission's `function`, judged here, once (see `ChecksAhead`)."""
-        import torch
-
-        from learning.workshops.checking.cases import suite
 
         device = "cuda" if torch.cuda.is_available() else "cpu"
         chosen = [c for c in suite(op, None, device) if names is None or c.name in names]
         seed = secrets.randbelow(2**31)
 
         def run(_name, session, _draw):
-            from grader.grading.hidden import CASE_TIMEOUT_S
 
             return session.run_cases(op, function, chosen, seed, CASE_TIMEOUT_S)
 
@@ -172,10 +172,6 @@ class Runner:
     def expect_cases(self, fn, op: str, names=None) -> None:
         """The course's `expect_cases`, as a visible cell calls it here: the student's
         function (a `visible.Remote`) run on public cases in the child, judged here."""
-        from grader.grading.visible import Remote
-        from learning.workshops.checking.faults import CheckerFault
-        from learning.workshops.checking.sidecars import public_key
-        from learning.workshops.notebook.testing import all_pass, record_outcome, verdict
 
         if not isinstance(fn, Remote):
             raise CheckerFault("the course's test cell passes expect_cases no student function")
@@ -192,15 +188,12 @@ class Runner:
 
     def calls(self, function: str, inputs: list[dict]) -> list[dict]:
         """The student's plain `function` called in the child on each input, as data."""
-        from grader.grading.hidden import student_calls
 
         return student_calls(self.session, function, inputs)
 
     def visible(self, cell: CourseCell, smoke_test: bool = False) -> list[NotebookNode]:
         """A visible test cell's outputs, from its course source run here (`visible`); with
         `smoke_test`, the lines of a hidden cell before its hidden region."""
-        from grader.grading.hidden_regions import strip_hidden_tests
-        from grader.grading.visible import course_namespace, rescore
 
         started = time.monotonic()
         source = strip_hidden_tests(cell.source) if smoke_test else cell.source
@@ -215,8 +208,6 @@ class Runner:
     def _note_replay_holds(self, run: IsolatedRun) -> None:
         """Note why cases of `run` were held for review (the clean room could not replay
         them): the cell that ran them holds the grade (`GradeHiddenCells`)."""
-        from learning.workshops.checking.records import Failure
-        from learning.workshops.checking.replay import held_reason
 
         held = [r for r in run.results if r.failure == Failure.HELD]
         reasons = list(dict.fromkeys(held_reason(r.verdict.text) for r in held))
@@ -232,10 +223,6 @@ class Runner:
         return self.done[key]
 
     def expect_hidden(self, op: str, *_, **__) -> list[NotebookNode]:
-        from grader.grading.hidden import hidden_cases
-        from learning.workshops.checking.cases import OPS
-        from learning.workshops.checking.faults import CheckerFault
-        from learning.workshops.notebook.testing import all_pass, record_outcome, verdict
 
         run = self.hidden_run(op)
         self._note_replay_holds(run)
@@ -257,8 +244,6 @@ class Runner:
 
     def _examples(self, op: str) -> Callable[[list], list]:
         """Runs freshly drawn example cases of `op` against the submission, sandboxed."""
-        from grader.grading.hidden import CASE_TIMEOUT_S
-        from learning.workshops.checking.cases import OPS
 
         def run(cases: list) -> list:
             seed = secrets.randbelow(2**31)
@@ -268,8 +253,6 @@ class Runner:
         return run
 
     def _function(self, function: str) -> list[NotebookNode]:
-        from learning.workshops.checking.faults import INTERNAL_ERROR, CheckerFault
-        from learning.workshops.notebook.testing import record_status
 
         test = f"hidden:{function}"
         try:
@@ -291,7 +274,6 @@ class Runner:
     def timing_sandbox(self):
         """How this submission's timing server runs (`gpu_timing.Sandbox`): in its sandbox,
         with nothing of the grader's."""
-        from grader.grading.gpu_timing import Sandbox
 
         return Sandbox(self.wrap, str(self.impl), self.draw.key, self.timing_servers)
 
@@ -304,9 +286,6 @@ class Runner:
         as the clean room replayed them (`not-from-kernel`, `no-kernel`), or "": the timing
         measures kernels, and torch computing the softmax beside one is fast for nothing.
         Only where a GPU times anything (on a CPU the timing cell is skipped unasked)."""
-        import torch
-
-        from learning.workshops.checking.cases import Failure
 
         if not torch.cuda.is_available():
             return ""
@@ -321,7 +300,6 @@ class Runner:
         )
 
     def timing_points(self, max_points: float = MAX_POINTS, **__) -> list[NotebookNode]:
-        from grader.grading.gpu_timing import timing_points
 
         sandbox = self.timing_sandbox()
         sidecar = Path(TIMING_SIDECAR).resolve()

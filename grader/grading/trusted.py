@@ -23,20 +23,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from nbformat import NotebookNode
+from nbformat.v4 import new_output
 from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets import Float, List, Tuple
 
 from grader.grading.course_cells import course_for, graded_regions
 from grader.grading.execute import AHEAD
 from grader.grading.grading_log import GradingLog, Hold, course_root, log_for
-from grader.grading.runner import _stream, sandboxed_copy
 from grader.grading.timing_record import (
     BANDS,
     SLOWEST_FRACTION,
     bands_from_config,
 )
 from grader.grading.timing_record import SIDECAR as TIMING_SIDECAR
-from grader.grading.visible import visible_cells
 from grader.seeding import course_secret
 from learning.workshops.checking.sidecars import HINTS_SIDECAR, write_hints
 
@@ -92,7 +91,7 @@ def as_notes(outputs: list) -> list[NotebookNode]:
         if kind == "stream" and output.get("name") == "stdout":
             kept.append(output)
         elif kind == "error":
-            kept.append(_stream(SMOKE_FAILED))
+            kept.append(new_output("stream", name="stdout", text=SMOKE_FAILED + "\n"))
     return kept
 
 
@@ -141,6 +140,11 @@ class GradeHiddenCells(NbGraderPreprocessor):
             raise
 
     def _grade(self, nb: NotebookNode, resources: dict, log):
+        # the grading engine imports torch and triton: here, where a notebook is graded, not
+        # where nbgrader loads nbgrader_config.py, which names this shell (every command)
+        from grader.grading.runner import sandboxed_copy
+        from grader.grading.visible import visible_cells
+
         folder = Path(resources["metadata"]["path"]).resolve()
         course = course_for(resources)
         restart_sidecars(folder)

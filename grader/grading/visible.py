@@ -18,9 +18,15 @@ import io
 from collections.abc import Callable
 
 import nbformat
+import torch
 from nbformat import NotebookNode
 
-# torch comes with learning.workshops.checking: imported where used, as in `trusted`.
+from grader.grading.course_cells import claimed_id
+from grader.grading.hidden import replay, view_input
+from learning.workshops.checking.faults import CheckerFault
+from learning.workshops.measuring.results import H200_SAMPLE, Results, load
+from learning.workshops.notebook.testing import quiet
+
 CELL_TEXT_LIMIT = 1500
 """Characters kept of a visible cell's failure: it may quote values the child sent."""
 
@@ -33,8 +39,6 @@ class Remote:
         self.name, self._call = name, call
 
     def __call__(self, *args, **kwargs):
-        from grader.grading.hidden import replay
-        from learning.workshops.checking.faults import CheckerFault
 
         if len(args) != 1 or kwargs:
             raise CheckerFault(
@@ -48,7 +52,6 @@ def visible_cells(nb: NotebookNode, course) -> list[tuple[int, object]]:
     """The visible test cells of `nb` to score here: (cell index, its course cell) for each
     code cell whose grade id is a course grade cell with no hidden region and no solution
     (the last cell claiming an id, as with hidden regions). The source run is the course's."""
-    from grader.grading.course_cells import claimed_id
 
     tests = {
         c.grade_id: c
@@ -65,11 +68,6 @@ def visible_cells(nb: NotebookNode, course) -> list[tuple[int, object]]:
 
 def argument_spec(value) -> dict:
     """What the child rebuilds `value` from (`learning.workshops.checking.calls.argument`)."""
-    import torch
-
-    from grader.grading.hidden import view_input
-    from learning.workshops.checking.faults import CheckerFault
-    from learning.workshops.measuring.results import Results
 
     if isinstance(value, torch.Tensor):
         return view_input(value.float())
@@ -81,10 +79,6 @@ def argument_spec(value) -> dict:
 def course_namespace(expect_cases: Callable) -> dict:
     """What a visible cell finds without the student's notebook: torch, the course's helpers
     and the measurements the notebook loads when graded."""
-    import torch
-
-    from learning.workshops.measuring.results import H200_SAMPLE, load
-    from learning.workshops.notebook.testing import quiet
 
     return {
         "torch": torch,
