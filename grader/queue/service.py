@@ -37,6 +37,7 @@ from starlette.routing import Route
 
 from grader.gradebook import gradebook_url
 from grader.queue import board, tokens
+from grader.queue.runner import BENCHMARK_OPTIONS, CHECK_OPTIONS
 from grader.queue.store import FAILED, QUEUED, RUNNING, Store
 
 CHECK_OPS = (
@@ -50,19 +51,11 @@ TIMED_OPS = ("strided_softmax", "strided_softmax_backward")
 KINDS = {"check": CHECK_OPS, "benchmark": TIMED_OPS}
 """The ops each kind of job takes: the check's and the benchmark's own."""
 OPTIONS = {
-    "check": {"hint": bool, "seed": int, "json": bool},
-    "benchmark": {
-        "output": str,
-        "shapes": str,
-        "warps": str,
-        "modes": str,
-        "layouts": str,
-        "dtype": str,
-        "reps": int,
-        "torch_compile": bool,
-    },
+    "check": {**CHECK_OPTIONS, "json": bool},
+    "benchmark": {**BENCHMARK_OPTIONS, "output": str},
 }
-"""The options of the student's command a job may carry, with their types."""
+"""The options of the student's command a job may carry, with their types: those the worker
+passes on (`runner`), and where the student's side writes the result and how it prints it."""
 POLL_S = 15
 """How soon a student whose job is still queued or running is told to ask again."""
 
