@@ -26,7 +26,10 @@ from pathlib import Path
 
 from grader.grading.grading_log import GradingRecord, Hold, read_record
 from grader.terminal import visible
-from learning.workshops.checking.sidecars import RecordError, RecordMissing, of_schema, read_json
+from learning.workshops.checking.sidecars import (
+    RecordError,
+    entries_of,
+)
 
 REVIEW_FOLDER = "reviews"
 SCHEMA = "i1-review/1"
@@ -158,18 +161,9 @@ def review_path(root: Path, assignment: str, student: str) -> Path:
 def read_decisions(root: Path, assignment: str, student: str) -> list[Decision]:
     """Every decision on the student's assignment, oldest first ([] when none); RecordError
     says why a file is not a decisions file."""
-    path = review_path(root, assignment, student)
-    try:
-        data = of_schema(read_json(path), SCHEMA, path)
-    except RecordMissing:
-        return []
-    entries = data.get("decisions")
-    if not isinstance(entries, list):
-        raise RecordError(path, f"decisions is {entries!r}, not a list")
-    try:
-        return [Decision.from_json(entry) for entry in entries]
-    except ValueError as exc:
-        raise RecordError(path, str(exc)) from None
+    return entries_of(
+        review_path(root, assignment, student), SCHEMA, "decisions", Decision.from_json
+    )
 
 
 def add_decision(root: Path, assignment: str, student: str, decision: Decision) -> None:

@@ -22,7 +22,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from learning.workshops.checking.sidecars import RecordError, RecordMissing, of_schema, read_json
+from learning.workshops.checking.sidecars import (
+    entries_of,
+)
 
 FILE = "extensions.json"
 SCHEMA = "i1-extensions/1"
@@ -71,18 +73,7 @@ def shown(when: datetime | None) -> str:
 def read_extensions(root: Path) -> list[Extension]:
     """The course's extensions ([] when it has none); RecordError says why the file is not
     an extensions file."""
-    path = Path(root) / FILE
-    try:
-        data = of_schema(read_json(path), SCHEMA, path)
-    except RecordMissing:
-        return []
-    entries = data.get("extensions")
-    if not isinstance(entries, list):
-        raise RecordError(path, f"extensions is {entries!r}, not a list")
-    try:
-        return [Extension.from_json(entry) for entry in entries]
-    except ValueError as exc:
-        raise RecordError(path, str(exc)) from None
+    return entries_of(Path(root) / FILE, SCHEMA, "extensions", Extension.from_json)
 
 
 def write_extensions(root: Path, extensions: list[Extension]) -> None:

@@ -9,9 +9,10 @@ loader refuses a bad file with `RecordError`, whose reason names what is wrong.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 HINTS_SIDECAR = "i1_hints.json"
 HINTS_SCHEMA = "i1-hints/1"
@@ -65,6 +66,26 @@ def of_schema(data: object, schema: str, path: Path | str) -> dict:
     if data.get("schema") != schema:
         raise RecordError(path, f"schema is {data.get('schema')!r}, expected {schema!r}")
     return data
+
+
+T = TypeVar("T")
+
+
+def entries_of(path: Path | str, schema: str, key: str, parse: Callable[[object], T]) -> list[T]:
+    """The list under `key` of a `schema` file at `path`, each entry parsed ([] when there is
+    no file); RecordError saying why the file is not such a list, or which entry is bad (a
+    ValueError from `parse`)."""
+    try:
+        data = of_schema(read_json(path), schema, path)
+    except RecordMissing:
+        return []
+    entries = data.get(key)
+    if not isinstance(entries, list):
+        raise RecordError(path, f"{key} is {entries!r}, not a list")
+    try:
+        return [parse(entry) for entry in entries]
+    except ValueError as exc:
+        raise RecordError(path, str(exc)) from None
 
 
 @dataclass(frozen=True)
