@@ -25,7 +25,7 @@ The shared SQLite gradebook:
 
 GPU timing, one at a time per GPU: worker k is pinned to the k-th visible GPU, round
 robin, with CUDA_VISIBLE_DEVICES, and gets I1_GPU_LOCK, the path of that GPU's lock file
-in the course (`autograded/.gpu-<host>-<id>.lock`, named after the machine too, since a
+in the course (`grader.gpu_lock.lock_file`: named after the machine too, since a
 course on a shared filesystem is graded from several: git-ignored, unseen by nbgrader's
 globs).
 Grading a submission holds that lock shared, from before its first sandbox starts to its
@@ -43,7 +43,6 @@ import json
 import logging
 import os
 import queue
-import socket
 import subprocess
 import sys
 import tempfile
@@ -54,7 +53,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from grader.gpu_lock import GPU_LOCK_ENV
+from grader.gpu_lock import GPU_LOCK_ENV, lock_file
 from grader.gradebook import GRADEBOOK_URL_ENV, course_id, gradebook_url
 from grader.grading.grading_log import STOPPED, UNGRADABLE, GradingLog, record_paths
 from grader.isolation.gpu_memory import SHARERS_ENV
@@ -128,9 +127,7 @@ def worker_env(
     if gpus:
         gpu = gpus[slot % len(gpus)]
         env["CUDA_VISIBLE_DEVICES"] = gpu
-        host = socket.gethostname().split(".")[0]
-        name = f".gpu-{host}-{gpu}.lock".replace(os.sep, "_")
-        env[GPU_LOCK_ENV] = str(root / "autograded" / name)
+        env[GPU_LOCK_ENV] = str(lock_file(root, gpu))
         sharers = sum(1 for s in range(max(1, workers)) if s % len(gpus) == slot % len(gpus))
         env[SHARERS_ENV] = str(sharers)  # each one's share of its memory (gpu_memory)
     return env

@@ -16,13 +16,24 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import socket
 from collections.abc import Iterator
+from pathlib import Path
 from typing import IO
 
 GPU_LOCK_ENV = "I1_GPU_LOCK"
 """Environment variable naming the lock file of this worker's GPU."""
 _shares: dict[str, IO] = {}
 """The lock files this process holds shared, by path."""
+
+
+def lock_file(course: Path, gpu: str) -> Path:
+    """The lock file of GPU `gpu` (as CUDA_VISIBLE_DEVICES names it) of this machine, in the
+    course: `autograded/.gpu-<host>-<gpu>.lock`, named after the machine too, since a course on
+    a shared filesystem is graded from several. Grading's workers and the queue's use it alike,
+    so a queue job and a grading's timing never share a GPU."""
+    host = socket.gethostname().split(".")[0]
+    return Path(course) / "autograded" / f".gpu-{host}-{gpu}.lock".replace(os.sep, "_")
 
 
 @contextlib.contextmanager

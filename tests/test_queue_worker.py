@@ -17,14 +17,15 @@ from pathlib import Path
 import pytest
 import torch
 
-from grader import course
+from grader import autograde_workers, course
+from grader.gpu_lock import GPU_LOCK_ENV
 from grader.gradebook import gradebook_url
 from grader.isolation.cpu_share import descendants
 from grader.queue import receipt
 from grader.queue.runner import NO_GPU, JobFailed, options_argv, run_job, upload_name
 from grader.queue.slurm_job import JOBS, SlurmTarget
 from grader.queue.store import DONE, FAILED, RUNNING, Store
-from grader.queue.worker import Worker
+from grader.queue.worker import Worker, gpu_lock_env
 from grader.seeding import course_secret, new_secret
 
 OP = "strided_softmax"
@@ -294,3 +295,12 @@ def test_slurm_worker_runs_a_check_job_as_a_one_gpu_slurm_job(
     receipt.verify(course_root, done.result, done.receipt)
     assert {"allocating", "checking", "signing"} <= set(store.status(job.id)["phases"])
     assert not (course_root / JOBS / job.id).exists()
+
+
+def test_a_queue_worker_takes_the_lock_grading_takes_on_its_gpu(tmp_path, monkeypatch):
+    """On a machine with a GPU, does a queue worker started without a lock hold the very lock
+    file grading's worker on that GPU holds, so a queue job never runs beside a timing?"""
+    monkeypatch.setattr(autograde_workers, "visible_gpus", lambda: ["0"])
+    queue = gpu_lock_env(tmp_path, {})[GPU_LOCK_ENV]
+    grading = autograde_workers.worker_env(tmp_path, 0, ["0"], 1)[GPU_LOCK_ENV]
+    assert queue == grading and Path(queue).parent.is_dir()

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from grader.course_folder import add_course_option, not_a_course
-from grader.gpu_lock import GPU_LOCK_ENV
+from grader.gpu_lock import GPU_LOCK_ENV, lock_file
 from grader.gradebook import gradebook_url
 from grader.queue import receipt
 from grader.queue.runner import JOB_TIME_S, JobFailed, Outcome, run_job
@@ -146,8 +146,7 @@ def gpu_lock_env(root: Path, env: dict[str, str]) -> dict[str, str]:
 
     if GPU_LOCK_ENV in env or not (gpus := visible_gpus()):
         return env
-    host = socket.gethostname().split(".")[0]
-    lock = root / "autograded" / f".gpu-{host}-{gpus[0]}.lock".replace(os.sep, "_")
+    lock = lock_file(root, gpus[0])
     lock.parent.mkdir(parents=True, exist_ok=True)
     return {**env, GPU_LOCK_ENV: str(lock)}
 
