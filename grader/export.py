@@ -59,7 +59,7 @@ from nbgrader.plugins import CsvExportPlugin
 
 from grader.collected import EVIDENCE, load_evidence
 from grader.grading.decisions import Review, review_of_record
-from grader.grading.extensions import own_due_date
+from grader.grading.extensions import own_due_date, read_extensions
 from grader.grading.grading_log import GradingRecord
 from grader.grading.late import notebook_penalty, policy_applies
 from grader.outcome import GRADED, MISSING, NOT_AUTOGRADED, NOT_GRADED, read_outcome
@@ -134,6 +134,11 @@ class StatusCsvExport(CsvExportPlugin):
             self.log.info("Exporting only students: %s", sorted(students))
         coursedir = self._coursedir()
         late = self._late_plugin()
+        try:  # every student's due date reads it: no grades.csv with the wrong ones
+            read_extensions(Path(coursedir.root))
+        except RecordError as exc:
+            self.log.error("%s: fix it or remove it, then export again", exc)
+            raise SystemExit(1) from None
         rows = []
         with open(dest, "w", newline="") as fh:
             writer = csv.DictWriter(fh, fieldnames=COLUMNS, lineterminator="\n")

@@ -27,6 +27,7 @@ from datetime import datetime
 from pathlib import Path
 
 from grader.terminal import visible
+from learning.workshops.checking.sidecars import RecordError, RecordMissing, of_schema, read_json
 
 BUNDLE_FOLDER = Path("reports") / "feedback"
 """Where, under the course, the record and the bundles go (git-ignored with `reports/`)."""
@@ -64,14 +65,13 @@ def read_record(root: Path, assignment: str) -> tuple[dict[str, dict[str, str]],
     """The last run's fingerprints and ""; or {} and why there are none to compare with."""
     path = record_path(root, assignment)
     try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
+        pages = of_schema(read_json(path), SCHEMA, path).get("pages")
+    except RecordMissing:
         return {}, "no earlier feedback run recorded: every page is new"
-    except (OSError, ValueError) as exc:
-        return {}, f"{path} is unreadable ({type(exc).__name__}): every page counts as new"
-    pages = data.get("pages") if isinstance(data, dict) else None
-    if not isinstance(pages, dict) or data.get("schema") != SCHEMA:
-        return {}, f"{path} is not a feedback record ({SCHEMA}): every page counts as new"
+    except RecordError as exc:
+        return {}, f"{exc}: every page counts as new"
+    if not isinstance(pages, dict):
+        return {}, f"{path}: pages is {pages!r}, not an object: every page counts as new"
     return pages, ""
 
 

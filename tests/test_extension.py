@@ -336,3 +336,15 @@ def test_nbgrader_export_shows_the_penalty_after_the_extension(course_folder):
     late = exported()["late"]
     assert tuple(late[c] for c in columns) == ("graded", "59400.0", "10.0", "1.0", "9.0")
     assert late["duedate"] != "2026-12-03 09:00:00"
+
+
+def test_nbgrader_export_stops_in_one_line_on_a_broken_extensions_file(course_folder):
+    """Through a real `nbgrader export`: does an extensions file that is not JSON stop the
+    export with exit 1 and one line naming the file, writing no grades.csv with due dates
+    that ignore it, and no traceback?"""
+    (course_folder / "extensions.json").write_text("{not json")
+    done = course.nbgrader(course_folder, "export", "--to", "grades.csv", check=False)
+    assert done.returncode == 1
+    assert f"{course_folder / 'extensions.json'}: not JSON" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert not (course_folder / "grades.csv").exists()

@@ -199,5 +199,6 @@ def test_an_unreadable_record_bundles_every_page_and_says_why(tmp_path):
     record.write_text("{not json")
     said = run_main(feedback.main, (ASSIGNMENT,), cwd=tmp_path).stdout
     shown = record.relative_to(tmp_path)  # as given: the course is the folder it runs in
-    assert f"({shown} is unreadable (JSONDecodeError): every page counts as new)\n" in said
+    said_why = f"({shown}: not JSON (Expecting property name enclosed in double quotes, line 1)"
+    assert f"{said_why}: every page counts as new)\n" in said
     assert json.loads(record.read_text())["pages"]["ann"]
