@@ -60,7 +60,7 @@ from grader.downloads import (
     read_member,
 )
 from grader.gradebook import GradebookError, gradebook_url, open_gradebook
-from grader.grading.extensions import own_due_date
+from grader.grading.extensions import own_due_date, read_extensions
 from grader.lms_times import LmsTime, TimesError, load_times, shown
 from grader.terminal import visible
 from grader.uploads import Upload
@@ -471,15 +471,14 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    course = Path(args.course)
     try:
+        read_extensions(course)  # the notes on due dates read it: refused before writing
         if args.take:
-            student, file = args.take
-            done = take(
-                Path(args.course), args.assignment, student, file, args.times, args.no_times
-            )
+            done = take(course, args.assignment, *args.take, args.times, args.no_times)
         else:
-            done = collect(Path(args.course), args.assignment, args.times, args.no_times)
-    except (CollectError, OSError, zipfile.BadZipFile) as exc:
+            done = collect(course, args.assignment, args.times, args.no_times)
+    except (CollectError, OSError, RecordError, zipfile.BadZipFile) as exc:
         print(f"collect: {visible(exc)}", file=sys.stderr)
         return 2
     for line in done.lines:  # student ids and the names of files in the downloads

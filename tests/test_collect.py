@@ -299,3 +299,15 @@ def test_an_unreadable_record_of_collects_is_noted_and_read_as_no_take(root, cap
     ) in out.splitlines()
     assert out.count(f"NOTE: {evidence}") == 1 and "resubmitted: 12345" in out
     assert (submitted(root, "12345") / course.NOTEBOOK).read_bytes() == b"a2"
+
+
+def test_a_broken_extensions_file_is_refused_before_anything_is_written(root, capsys):
+    """Does an extensions file that is not JSON (its due dates decide collect's notes) stop
+    collect with exit 2 and one line naming the file, before any submission is written?"""
+    download(root, "submissions.zip", {A: b"a"}, age=0)
+    times(root, "export.csv", f"user_id,submitted_at\n12345,{ON_TIME}\n")
+    (root / "extensions.json").write_text("{not json")
+    assert collect.main([course.ASSIGNMENT, "--course", str(root)]) == 2
+    said = capsys.readouterr().err
+    assert said.startswith(f"collect: {root / 'extensions.json'}: not JSON")
+    assert not (root / "submitted").exists()
