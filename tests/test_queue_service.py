@@ -22,7 +22,7 @@ from grader import seeding
 from grader.gradebook import open_gradebook
 from grader.queue import cli, receipt, tokens
 from grader.queue.service import KINDS, OPTIONS, Bounds
-from grader.queue.store import Store
+from grader.queue.store import Store, StoreError
 
 
 @pytest.fixture
@@ -212,6 +212,29 @@ def test_a_live_worker_keeps_its_job(root):
         queue.heartbeat(job.id, now=beat)
         assert queue.requeue_stale(120, now=beat + 60) == []
     assert queue.status(job.id)["state"] == "running"
+
+
+def test_a_worker_thought_dead_cannot_overwrite_its_requeued_job(root):
+    """When a slow worker's job was requeued and another worker took it, are the slow one's
+    phase, result and failure refused, and only the holder's recorded?"""
+    queue = store(root)
+    job = queue.submit("alice", "check", "strided_softmax", "a.ipynb", NOTEBOOK, {}, now=0)
+    queue.claim("slow", now=0)
+    assert queue.requeue_stale(120, now=300) == [job.id]
+    queue.claim("fresh", now=301)
+    for late in (
+        lambda: queue.phase(job.id, "checking", worker="slow"),
+        lambda: queue.finish(job.id, {"late": True}, {}, 0, worker="slow"),
+        lambda: queue.fail(job.id, "late", worker="slow"),
+    ):
+        with pytest.raises(StoreError, match="no longer slow's"):
+            late()
+    queue.finish(job.id, {"ok": True}, {}, 0, worker="fresh")
+    assert queue.status(job.id)["state"] == "done"
+    with pytest.raises(StoreError, match="not running"):
+        queue.fail(job.id, "late", worker="slow")
+    assert queue.status(job.id)["state"] == "done"
+    queue.close()
 
 
 def test_two_workers_never_claim_one_job(root):

@@ -192,11 +192,12 @@ class Store:
             return None
         return self.job(found.id)
 
-    def phase(self, job_id: str, phase: str, now=None) -> None:
-        """Record that the running job `job_id` starts `phase` now (its phase times)."""
+    def phase(self, job_id: str, phase: str, now=None, worker: str | None = None) -> None:
+        """Record that the running job `job_id` starts `phase` now (its phase times); with
+        `worker`, StoreError unless that worker still holds it."""
         now = _now(now)
         with self.engine.begin() as connection:
-            phases = self._running_phases(connection, job_id)
+            phases = self._running_phases(connection, job_id, worker)
             connection.execute(
                 update(jobs)
                 .where(jobs.c.id == job_id)
@@ -216,11 +217,21 @@ class Store:
         if name:
             self._seen(name, now)
 
-    def finish(self, job_id: str, result: dict, receipt: dict, exit_status: int, now=None):
-        """The running job is done: its result, receipt and the local command's exit status."""
+    def finish(
+        self,
+        job_id: str,
+        result: dict,
+        receipt: dict,
+        exit_status: int,
+        now=None,
+        worker: str | None = None,
+    ):
+        """The running job is done: its result, receipt and the local command's exit status;
+        with `worker`, StoreError unless that worker still holds it (one that was thought
+        dead, its job requeued, cannot overwrite what another worker does with it)."""
         now = _now(now)
         with self.engine.begin() as connection:
-            phases = self._running_phases(connection, job_id)
+            phases = self._running_phases(connection, job_id, worker)
             connection.execute(
                 update(jobs)
                 .where(jobs.c.id == job_id)
@@ -234,11 +245,17 @@ class Store:
                 )
             )
 
-    def fail(self, job_id: str, cause: str, now=None) -> None:
-        """The job failed; `cause` is the one line its student reads."""
+    def fail(self, job_id: str, cause: str, now=None, worker: str | None = None) -> None:
+        """The job failed; `cause` is the one line its student reads. With `worker`,
+        StoreError unless that worker still holds it, as for `finish`."""
         now = _now(now)
         with self.engine.begin() as connection:
-            phases = connection.execute(select(jobs.c.phases).where(jobs.c.id == job_id)).scalar()
+            if worker is not None:
+                phases = self._running_phases(connection, job_id, worker)
+            else:
+                phases = connection.execute(
+                    select(jobs.c.phases).where(jobs.c.id == job_id)
+                ).scalar()
             if phases is None:
                 raise StoreError(f"no job {job_id}")
             connection.execute(
@@ -400,12 +417,15 @@ class Store:
             ):
                 connection.execute(workers.insert().values(name=worker, seen=now))
 
-    def _running_phases(self, connection, job_id: str) -> str:
+    def _running_phases(self, connection, job_id: str, worker: str | None = None) -> str:
+        """The phases of the running job `job_id` (held by `worker`, when given)."""
         row = connection.execute(
-            select(jobs.c.state, jobs.c.phases).where(jobs.c.id == job_id)
+            select(jobs.c.state, jobs.c.phases, jobs.c.worker).where(jobs.c.id == job_id)
         ).first()
         if row is None or row.state != RUNNING:
             raise StoreError(f"job {job_id} is not running ({row.state if row else 'no such job'})")
+        if worker is not None and row.worker != worker:
+            raise StoreError(f"job {job_id} is no longer {worker}'s (it was requeued)")
         return row.phases
 
 

@@ -80,7 +80,11 @@ class Worker:
                 return self._failed(job, f"the worker failed: {type(exc).__name__}: {exc}")
         self._phase(job.id)("signing")
         signed = receipt.sign(self.root, outcome.facts, outcome.result)
-        self.store.finish(job.id, outcome.result, signed, outcome.exit_status)
+        try:
+            self.store.finish(job.id, outcome.result, signed, outcome.exit_status, worker=self.name)
+        except StoreError as exc:  # requeued meanwhile: the job is another worker's now
+            self.say(f"{self._job_words(job)} not recorded: {exc}")
+            return True
         took = time.monotonic() - started
         self.say(f"{self._job_words(job)} done, exit status {outcome.exit_status}, {took:.1f} s")
         return True
@@ -100,14 +104,19 @@ class Worker:
     def _phase(self, job_id: str) -> Callable[[str], None]:
         def record(phase: str) -> None:
             try:
-                self.store.phase(job_id, phase)
+                self.store.phase(job_id, phase, worker=self.name)
             except StoreError:  # requeued meanwhile: its phases are no longer ours to tell
                 pass
 
         return record
 
     def _failed(self, job: Job, cause: str) -> bool:
-        self.store.fail(job.id, cause.splitlines()[0] if cause else "the job failed")
+        line = cause.splitlines()[0] if cause else "the job failed"
+        try:
+            self.store.fail(job.id, line, worker=self.name)
+        except StoreError as exc:  # requeued meanwhile: the job is another worker's now
+            self.say(f"{self._job_words(job)} not recorded: {exc}")
+            return True
         self.say(f"{self._job_words(job)} failed: {cause}")
         return True
 
