@@ -22,6 +22,7 @@ from grader.gpu_lock import GPU_LOCK_ENV
 from grader.gradebook import gradebook_url
 from grader.isolation.cpu_share import descendants
 from grader.queue import receipt
+from grader.queue import worker as worker_module
 from grader.queue.runner import NO_GPU, JobFailed, options_argv, run_job, upload_name
 from grader.queue.slurm_job import JOBS, SlurmTarget
 from grader.queue.store import DONE, FAILED, RUNNING, Store
@@ -304,3 +305,30 @@ def test_a_queue_worker_takes_the_lock_grading_takes_on_its_gpu(tmp_path, monkey
     queue = gpu_lock_env(tmp_path, {})[GPU_LOCK_ENV]
     grading = autograde_workers.worker_env(tmp_path, 0, ["0"], 1)[GPU_LOCK_ENV]
     assert queue == grading and Path(queue).parent.is_dir()
+
+
+def test_a_worker_process_that_dies_is_started_again_within_its_restarts(tmp_path, monkeypatch):
+    """Does the service start a dead worker process again, and stop after RESTARTS deaths in
+    the window, saying so, rather than start a broken one in a loop?"""
+    monkeypatch.setattr(worker_module, "RESTARTS", 2)
+    starts = tmp_path / "starts"
+    dies = [sys.executable, "-c", f"open({str(starts)!r}, 'a').write('x')"]
+    lives = [sys.executable, "-c", "import time; time.sleep(600)"]
+    said: list[str] = []
+    workers = worker_module.Workers(
+        [(dies, dict(os.environ)), (lives, dict(os.environ))], 0.1, said.append
+    )
+    try:
+        first = workers.processes[1].pid
+        os.kill(first, signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not any("not started again" in s for s in said):
+            time.sleep(0.1)
+        while time.monotonic() < deadline and workers.processes[1].pid == first:
+            time.sleep(0.1)
+        assert starts.read_text() == "xxx"  # the first start and two restarts
+        assert workers.processes[1].pid != first and workers.processes[1].poll() is None
+    finally:
+        workers.stop()
+    assert any("queue worker 0 exited 3 times in 300 s (last status 0)" in s for s in said), said
+    assert "queue worker 1 exited with status -9: started again" in said

@@ -16,7 +16,8 @@ job ran past 600 s". Every job ends in one line on stdout.
 of this machine in turn (CUDA_VISIBLE_DEVICES) with that GPU's lock file, the same one
 grading uses (`grader.autograde_workers.worker_env`): queue jobs and a grading's timing never
 share a GPU. Processes, not threads: a job's environment is its worker's, and a killed one is a dead
-worker the others requeue after.
+worker the others requeue after. A worker process that dies is started again (at most RESTARTS
+times in RESTART_WINDOW_S).
 """
 
 from __future__ import annotations
@@ -160,13 +161,56 @@ def gpu_lock_env(root: Path, env: dict[str, str]) -> dict[str, str]:
     return {**env, GPU_LOCK_ENV: str(lock)}
 
 
-@dataclass
-class Workers:
-    """The worker processes `start_workers` started; `stop` ends them."""
+RESTARTS = 5
+RESTART_WINDOW_S = 300.0
+"""A worker process that dies is started again, up to RESTARTS times in RESTART_WINDOW_S; one
+that dies more often than that (a broken environment, say) is left dead, with a line that
+says so, rather than started in a loop."""
+WATCH_S = 1.0
+"""How often `Workers` looks for a dead worker process."""
 
-    processes: list[subprocess.Popen]
+
+class Workers:
+    """The worker processes `start_workers` started, each started again when it dies (a job it
+    held goes back to the queue once its heartbeat is stale); `stop` ends them."""
+
+    def __init__(
+        self,
+        commands: list[tuple[list[str], dict[str, str]]],
+        watch_s: float = WATCH_S,
+        say: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True),
+    ) -> None:
+        self.commands, self.say = commands, say
+        self.processes = [self._start(command) for command in commands]
+        self._deaths: list[list[float]] = [[] for _ in commands]
+        self._given_up: set[int] = set()
+        self._stop = threading.Event()
+        self._watch = threading.Thread(target=self._watch_loop, args=(watch_s,), daemon=True)
+        self._watch.start()
+
+    def restart_dead(self) -> None:
+        """Start again each worker process that has exited, within its restarts."""
+        now = time.monotonic()
+        for slot, process in enumerate(self.processes):
+            status = process.poll()
+            if status is None or slot in self._given_up:
+                continue
+            deaths = [t for t in self._deaths[slot] if now - t < RESTART_WINDOW_S] + [now]
+            self._deaths[slot] = deaths
+            if len(deaths) > RESTARTS:
+                self._given_up.add(slot)
+                self.say(
+                    f"queue worker {slot} exited {len(deaths)} times in {RESTART_WINDOW_S:g} s "
+                    f"(last status {status}): not started again; its output above says why, "
+                    "and the service starts it again when restarted"
+                )
+                continue
+            self.say(f"queue worker {slot} exited with status {status}: started again")
+            self.processes[slot] = self._start(self.commands[slot])
 
     def stop(self, wait_s: float = 10.0) -> None:
+        self._stop.set()
+        self._watch.join()
         for process in self.processes:
             process.terminate()
         for process in self.processes:
@@ -176,23 +220,33 @@ class Workers:
                 process.kill()
                 process.wait()
 
+    def _watch_loop(self, every_s: float) -> None:
+        while not self._stop.wait(every_s):
+            self.restart_dead()
+
+    @staticmethod
+    def _start(command: tuple[list[str], dict[str, str]]) -> subprocess.Popen:
+        argv, env = command
+        return subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL)
+
 
 def start_workers(root: Path, n: int, slurm: bool = False, job_time_s: float = JOB_TIME_S):
-    """Start `n` worker processes for the course at `root` (each with --slurm if `slurm`);
-    locally, worker i runs on this machine's GPU i mod the GPUs, with its lock."""
+    """Start `n` worker processes for the course at `root` (each with --slurm if `slurm`),
+    each started again if it dies; locally, worker i runs on this machine's GPU i mod the
+    GPUs, with its lock."""
     from grader.autograde_workers import visible_gpus, worker_env
 
     root = Path(root).resolve()
     gpus = [] if slurm else visible_gpus()
-    processes = []
+    commands = []
     for slot in range(n):
         env = worker_env(root, slot, gpus, None, n)
         if GPU_LOCK_ENV in env:
             Path(env[GPU_LOCK_ENV]).parent.mkdir(parents=True, exist_ok=True)
         argv = [sys.executable, "-m", "grader.queue.worker", "--course", str(root)]
         argv += ["--job-time", f"{job_time_s:g}"] + (["--slurm"] if slurm else [])
-        processes.append(subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL))
-    return Workers(processes)
+        commands.append((argv, env))
+    return Workers(commands)
 
 
 def build_parser() -> argparse.ArgumentParser:
