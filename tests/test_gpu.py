@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -159,14 +160,14 @@ def test_timing_gives_zero_for_a_crash(tmp_path):
 
 
 def _verdicts(tmp_path, name: str, **env: str) -> dict:
-    """`python -m grader.agreement` in a fresh process, with `env` on top of this one's."""
+    """`python tests/agreement.py` in a fresh process, with `env` on top of this one's."""
     import subprocess
     import sys
 
     from learning.workshops.checking.child import child_env
 
     out = tmp_path / f"{name}.json"
-    command = [sys.executable, "-m", "grader.agreement", "--out", str(out)]
+    command = [sys.executable, str(Path(__file__).with_name("agreement.py")), "--out", str(out)]
     subprocess.run(command, env=child_env(**env), check=True, timeout=500)
     return json.loads(out.read_text())
 

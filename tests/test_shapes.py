@@ -52,7 +52,7 @@ def test_shape_bug_gets_its_hint(bug, tmp_path):
 @pytest.fixture(scope="module")
 def members(tmp_path_factory):
     """The agreement run's members: the family, the reference and the in-process bugs."""
-    from grader.agreement import members
+    from agreement import members
 
     return members(tmp_path_factory.mktemp("members"))
 
@@ -60,7 +60,7 @@ def members(tmp_path_factory):
 def test_verdicts_need_no_audit(members, monkeypatch):
     """On a GPU no audit watches the loads and stores: do values, layout, the sentinel
     parent and the guarded output alone give every member the same pass/fail per case and
-    the same hints as the audited run (what `grader.agreement` then checks on a GPU)?"""
+    the same hints as the audited run (what tests/agreement.py then checks on a GPU)?"""
     import contextlib
 
     from learning.workshops.checking import cases, followons

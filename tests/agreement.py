@@ -1,12 +1,13 @@
 """CPU and GPU agree: the verdicts on every correct decomposition and on the zoo's bugs.
 
-    python -m grader.agreement --out verdicts.json [--jobs N]
+    python tests/agreement.py --out verdicts.json [--jobs N]
 
 Runs each correct shape in `grader/shapes/`, the reference, and every zoo bug whose check
 runs in process (no crash, hang or runaway allocation) against the public cases, in this
 process's mode: compiled on the GPU, or in Triton's interpreter (`TRITON_INTERPRET=1`, or no
 GPU). It writes each member's per-case verdicts and hint ids as JSON. `tests/test_gpu.py`
-runs it in both modes on one GPU machine and asserts that they agree.
+runs it in both modes on one GPU machine and asserts that they agree: a test's tool, and its
+JSON a record only that test reads, so it lives here rather than in `grader/`.
 """
 
 from __future__ import annotations
@@ -101,7 +102,7 @@ def run_all(jobs: int) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m grader.agreement", description=__doc__.splitlines()[0]
+        prog="python tests/agreement.py", description=__doc__.splitlines()[0]
     )
     parser.add_argument("--out", required=True, help="the JSON file to write")
     parser.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) // 2))
