@@ -12,6 +12,12 @@ the student's own client (learning.workshops.remote), the reference solution as 
   of each, and how far the queue's median is from the direct runs' median.
 - flood: twenty check jobs from the ten students at once: how many finished, none lost, and
   whether any two ran at once (from the jobs' start and end times in the course's database).
+- cell: the solution and a copy-first solution autograded in a scratch course of their own (the
+  timing cell's student/reference ratio on each hidden shape, from its record), then each of
+  the two submitted notebooks and the course's reference sent to the queue as benchmark jobs
+  on the same shapes and view (transposed, cold, num_warps 4, the function's default): the
+  queue's ratio is the notebook's median time over the reference's, and its gap to the
+  cell's, per shape.
 - hog: a benchmark job whose upload also keeps the GPU busy from a thread of its own, sent at
   the same moment as an honest benchmark job: the honest ratio against the timing phase's spread.
 
@@ -38,6 +44,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from grader import course  # noqa: E402
+from grader.grading import timing_record  # noqa: E402
+from grader.zoo.bug import COPY_FIRST  # noqa: E402
 from learning.workshops import remote  # noqa: E402
 
 STUDENTS = [f"s{i:02d}" for i in range(1, 11)]
@@ -154,6 +163,50 @@ def timing(port: int, tokens: dict, where: Path) -> dict:
     return {"benchmark_seconds": seconds, "queue": queued, "direct": direct, "gap": gap}
 
 
+def direct_ms(results: dict) -> dict[str, float]:
+    """The median time of the `direct` row at num_warps 4, by shape."""
+    return {
+        f"{r['rows']}x{r['cols']}": r["median_ms"]
+        for r in results["rows"]
+        if r["variant"] == "direct" and r.get("num_warps") == 4
+    }
+
+
+def cell(port: int, tokens: dict, where: Path) -> dict:
+    root = course.new_course(where / "graded")
+    made = {"solution": (), "copy-first": COPY_FIRST}
+    for student, edits in made.items():
+        course.submit(root, student, course.solved_notebook(root, edits))
+    run = course.autograde(root)
+    graded = {
+        student: timing_record.load(
+            root / "autograded" / student / course.ASSIGNMENT / timing_record.SIDECAR
+        )
+        for student in made
+    }
+    shapes = sorted({s.shape for record in graded.values() for s in record.shapes})
+    grid = {**GRID, "shapes": ",".join(shapes)}
+    uploads = {s: root / "submitted" / s / course.ASSIGNMENT / course.NOTEBOOK for s in made}
+    uploads["reference"] = REFERENCE
+    times: dict[str, dict[str, list[float]]] = {}
+    for name, upload in uploads.items():
+        for _ in range(3):
+            _, answer = job(port, tokens["s05"], "benchmark", upload, grid)
+            for shape, ms in direct_ms(answer["result"]).items():
+                times.setdefault(name, {}).setdefault(shape, []).append(ms)
+    rows = []
+    for student, record in graded.items():
+        for shape in record.shapes:
+            mine = statistics.median(times[student][shape.shape])
+            queued = mine / statistics.median(times["reference"][shape.shape])
+            rows.append({
+                "student": student, "shape": shape.shape, "cell_ratio": shape.ratio,
+                "queue_ratio": queued, "gap": abs(queued / shape.ratio - 1),
+                "cell_points": record.points, "cell_device": record.device,
+            })  # fmt: skip
+    return {"failed": list(run.failed), "rows": rows, "queue_ms": times}
+
+
 def flood(port: int, tokens: dict, root: Path) -> dict:
     answers: list[dict] = []
     threads = [
@@ -221,7 +274,7 @@ def hog(port: int, tokens: dict, where: Path) -> dict:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", type=Path)
-    parser.add_argument("--phases", default="idle,timing,flood,hog")
+    parser.add_argument("--phases", default="idle,timing,cell,flood,hog")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("I1_COURSE_SECRET", os.urandom(32).hex())
@@ -239,6 +292,8 @@ def main() -> int:
                 figures[phase] = timing(port, tokens, where)
             elif phase == "flood":
                 figures[phase] = flood(port, tokens, root)
+            elif phase == "cell":
+                figures[phase] = cell(port, tokens, where)
             elif phase == "hog":
                 figures[phase] = hog(port, tokens, where)
             figures[phase]["phase_s"] = round(time.monotonic() - began, 1)
