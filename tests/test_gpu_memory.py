@@ -70,12 +70,12 @@ def test_the_sandbox_over_the_limit_is_killed_and_nothing_else(smi):
             inner = {root: max(pids) for root, pids in gpu_memory.sandboxes(os.getpid()).items()}
             smi({inner[_bwrap(big)]: 3000, inner[_bwrap(small)]: 500, trusted.pid: 9000})
             watch = gpu_memory.GpuMemoryWatch(2000 * gpu_memory.MiB, said.append)
-            watch.check()
+            watch.tick()
             assert big.wait(10) != 0
             assert small.poll() is None and trusted.poll() is None
             assert said and "held 2.9 GiB of GPU memory" in said[0]
             smi({inner[_bwrap(small)]: 500, trusted.pid: 9000})
-            watch.check()
+            watch.tick()
             assert small.poll() is None and len(said) == 1  # under the limit: left alone
         finally:
             for process in (big, small, trusted):

@@ -17,10 +17,10 @@ import os
 import shutil
 import signal
 import subprocess
-import threading
 from collections.abc import Callable
 
 from grader.isolation.cpu_share import descendants, signal_tree
+from grader.periodic import Periodic
 
 SHARERS_ENV = "I1_GPU_SHARERS"
 """How many grading workers share this worker's GPU (set by `grader.parallel`)."""
@@ -88,24 +88,15 @@ def _is_bwrap(pid: int) -> bool:
         return False
 
 
-class GpuMemoryWatch:
+class GpuMemoryWatch(Periodic):
     """While open, kills the sandbox below this process that holds the most device memory
     whenever the sandboxes together hold more than `limit` bytes; `said` gets a sentence."""
 
     def __init__(self, limit: int, said: Callable[[str], None], interval_s: float = INTERVAL_S):
-        self.limit, self.said, self.interval_s = limit, said, interval_s
-        self._done = threading.Event()
-        self._thread = threading.Thread(target=self._watch, daemon=True)
+        super().__init__(interval_s)
+        self.limit, self.said = limit, said
 
-    def __enter__(self) -> GpuMemoryWatch:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_) -> None:
-        self._done.set()
-        self._thread.join()
-
-    def check(self) -> None:
+    def tick(self) -> None:
         """Look once; kill the largest sandbox when the sandboxes are over the limit."""
         used = used_by_process()
         if not used:
@@ -122,7 +113,3 @@ class GpuMemoryWatch:
             f"sandboxes {total / 2**30:.1f} GiB, over its share of {self.limit / 2**30:.1f} "
             "GiB: that sandbox was killed"
         )
-
-    def _watch(self) -> None:
-        while not self._done.wait(self.interval_s):
-            self.check()

@@ -13,8 +13,9 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import threading
 from collections.abc import Callable
+
+from grader.periodic import Periodic
 
 SAMPLE_S = 1.0
 SMI_TIMEOUT_S = 10.0
@@ -129,30 +130,17 @@ def gpu_facts() -> dict | None:
     return None
 
 
-class Sampler:
+class Sampler(Periodic):
     """`gpu_facts` every SAMPLE_S in a thread while the block runs: `facts` is the last
     sample, with the throttle reasons of every sample."""
 
     def __init__(self, every_s: float = SAMPLE_S) -> None:
-        self.every_s = every_s
+        super().__init__(every_s, at_start=True)
         self.samples: list[dict] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def _run(self) -> None:
-        while True:
-            if (sample := gpu_facts()) is not None:
-                self.samples.append(sample)
-            if self._stop.wait(self.every_s):
-                return
-
-    def __enter__(self) -> Sampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join()
+    def tick(self) -> None:
+        if (sample := gpu_facts()) is not None:
+            self.samples.append(sample)
 
     @property
     def facts(self) -> dict | None:

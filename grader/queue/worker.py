@@ -36,6 +36,7 @@ from pathlib import Path
 from grader.course_folder import add_course_option, not_a_course
 from grader.gpu_lock import GPU_LOCK_ENV, lock_file
 from grader.gradebook import gradebook_url
+from grader.periodic import Periodic
 from grader.queue import receipt
 from grader.queue.runner import JOB_TIME_S, JobFailed, Outcome, run_job
 from grader.queue.store import Job, Store, StoreError
@@ -125,28 +126,18 @@ class Worker:
         return f"worker {self.name}: job {job.id} ({job.kind} {job.op}, {job.student})"
 
 
-class Heartbeat:
+class Heartbeat(Periodic):
     """Beat `job_id`'s heart every `every_s` in a thread while the block runs."""
 
     def __init__(self, store: Store, job_id: str, every_s: float) -> None:
-        self.store, self.job_id, self.every_s = store, job_id, every_s
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._beat, daemon=True)
+        super().__init__(every_s)
+        self.store, self.job_id = store, job_id
 
-    def _beat(self) -> None:
-        while not self._stop.wait(self.every_s):
-            try:
-                self.store.heartbeat(self.job_id)
-            except Exception:  # a busy database now: the next beat tries again
-                pass
-
-    def __enter__(self) -> Heartbeat:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join()
+    def tick(self) -> None:
+        try:
+            self.store.heartbeat(self.job_id)
+        except Exception:  # a busy database now: the next beat tries again
+            pass
 
 
 def gpu_lock_env(root: Path, env: dict[str, str]) -> dict[str, str]:
@@ -170,7 +161,7 @@ WATCH_S = 1.0
 """How often `Workers` looks for a dead worker process."""
 
 
-class Workers:
+class Workers(Periodic):
     """The worker processes `start_workers` started, each started again when it dies (a job it
     held goes back to the queue once its heartbeat is stale); `stop` ends them."""
 
@@ -180,15 +171,14 @@ class Workers:
         watch_s: float = WATCH_S,
         say: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True),
     ) -> None:
+        super().__init__(watch_s)
         self.commands, self.say = commands, say
         self.processes = [self._start(command) for command in commands]
         self._deaths: list[list[float]] = [[] for _ in commands]
         self._given_up: set[int] = set()
-        self._stop = threading.Event()
-        self._watch = threading.Thread(target=self._watch_loop, args=(watch_s,), daemon=True)
-        self._watch.start()
+        self.start()
 
-    def restart_dead(self) -> None:
+    def tick(self) -> None:
         """Start again each worker process that has exited, within its restarts."""
         now = time.monotonic()
         for slot, process in enumerate(self.processes):
@@ -209,8 +199,7 @@ class Workers:
             self.processes[slot] = self._start(self.commands[slot])
 
     def stop(self, wait_s: float = 10.0) -> None:
-        self._stop.set()
-        self._watch.join()
+        super().stop()
         for process in self.processes:
             process.terminate()
         for process in self.processes:
@@ -219,10 +208,6 @@ class Workers:
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
-
-    def _watch_loop(self, every_s: float) -> None:
-        while not self._stop.wait(every_s):
-            self.restart_dead()
 
     @staticmethod
     def _start(command: tuple[list[str], dict[str, str]]) -> subprocess.Popen:
