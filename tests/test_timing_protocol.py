@@ -100,9 +100,9 @@ def test_a_reference_slowed_beside_the_submission_earns_nothing(timed, monkeypat
     starts = []
     real = gpu_timing._start_now
 
-    def counted(sandbox):
+    def counted(sandbox, shapes=None):
         starts.append(sandbox)
-        return real(sandbox)
+        return real(sandbox, shapes)
 
     monkeypatch.setattr(gpu_timing, "_start_now", counted)
     monkeypatch.setattr(gpu_timing, "INTERFERENCE", 0.5)  # alone is never twice as fast here

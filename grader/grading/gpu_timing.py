@@ -213,20 +213,8 @@ def _timing_points(
 
     out.unlink(missing_ok=True)
     started = time.monotonic()
-    record: dict | None = None
-    why = ""
     with gpu_lock():  # parallel autograde: nothing else of any submission on this GPU
-        for attempt in range(RETRIES + 1):
-            servers = sandbox.started if attempt == 0 and sandbox.started else None
-            servers = servers or _start_now(sandbox)
-            try:
-                record, why = _measure(servers, sandbox.key)
-            finally:
-                servers.close()
-                sandbox.started = None
-            disturbed = record.pop("disturbed", False) if record else OUT_OF_MEMORY in why
-            if not disturbed or attempt == RETRIES:
-                break
+        record, why = measure(sandbox)
     if record is not None:
         record["seconds"] = round(time.monotonic() - started, 2)
         why = _score(record, max_points, out, bands, slowest)
@@ -241,8 +229,31 @@ def _timing_points(
     return record["points"]
 
 
-def _start_now(sandbox: Sandbox) -> Servers:
-    servers = Servers(sandbox, hidden_shapes(key=sandbox.key))
+def measure(
+    sandbox: Sandbox, shapes: Sequence[tuple[int, int]] | None = None
+) -> tuple[dict | None, str]:
+    """The timing record of the submission against the reference on `shapes` (by default
+    the draw's hidden ones), timed again once when the reference was disturbed or the
+    student's server ran out of memory; or None and why the student's side failed.
+    CheckerFault when the reference's side failed. The caller holds the GPU lock."""
+    record: dict | None = None
+    why = ""
+    for attempt in range(RETRIES + 1):
+        servers = sandbox.started if attempt == 0 and sandbox.started else None
+        servers = servers or _start_now(sandbox, shapes)
+        try:
+            record, why = _measure(servers, sandbox.key)
+        finally:
+            servers.close()
+            sandbox.started = None
+        disturbed = record.pop("disturbed", False) if record else OUT_OF_MEMORY in why
+        if not disturbed or attempt == RETRIES:
+            break
+    return record, why
+
+
+def _start_now(sandbox: Sandbox, shapes: Sequence[tuple[int, int]] | None = None) -> Servers:
+    servers = Servers(sandbox, list(shapes or hidden_shapes(key=sandbox.key)))
     servers.start()
     return servers
 
