@@ -17,7 +17,8 @@ the student's own client (learning.workshops.remote), the reference solution as 
   the two submitted notebooks and the course's reference sent to the queue as benchmark jobs
   on the same shapes and view (transposed, cold, num_warps 4, the function's default): the
   queue's ratio is the notebook's median time over the reference's, and its gap to the
-  cell's, per shape.
+  cell's, per shape; beside it, the ratio the course's own timing in each job found
+  (the receipt's "verified" fact, on its two shapes) where a shape is the cell's too.
 - hog: a benchmark job whose upload also keeps the GPU busy from a thread of its own, sent at
   the same moment as an honest benchmark job: the honest ratio against the timing phase's spread.
 
@@ -189,22 +190,28 @@ def cell(port: int, tokens: dict, where: Path) -> dict:
     uploads = {s: root / "submitted" / s / course.ASSIGNMENT / course.NOTEBOOK for s in made}
     uploads["reference"] = REFERENCE
     times: dict[str, dict[str, list[float]]] = {}
+    verified: dict[str, dict[str, list[float]]] = {}
     for name, upload in uploads.items():
         for _ in range(3):
             _, answer = job(port, tokens["s05"], "benchmark", upload, grid)
             for shape, ms in direct_ms(answer["result"]).items():
                 times.setdefault(name, {}).setdefault(shape, []).append(ms)
+            for timed in answer["receipt"]["verified"]["shapes"]:
+                shape = f"{timed['rows']}x{timed['cols']}"
+                verified.setdefault(name, {}).setdefault(shape, []).append(timed["ratio"])
     rows = []
     for student, record in graded.items():
         for shape in record.shapes:
             mine = statistics.median(times[student][shape.shape])
             queued = mine / statistics.median(times["reference"][shape.shape])
+            course_timed = verified.get(student, {}).get(shape.shape)
             rows.append({
                 "student": student, "shape": shape.shape, "cell_ratio": shape.ratio,
                 "queue_ratio": queued, "gap": abs(queued / shape.ratio - 1),
+                "verified_ratio": course_timed and statistics.median(course_timed),
                 "cell_points": record.points, "cell_device": record.device,
             })  # fmt: skip
-    return {"failed": list(run.failed), "rows": rows, "queue_ms": times}
+    return {"failed": list(run.failed), "rows": rows, "queue_ms": times, "verified": verified}
 
 
 def flood(port: int, tokens: dict, root: Path) -> dict:
@@ -264,8 +271,11 @@ def hog(port: int, tokens: dict, where: Path) -> dict:
     for thread in runs:
         thread.join()
     honest = ratio(out["honest"]["result"]) if "result" in out["honest"] else None
+    course_timed = (out["honest"].get("receipt") or {}).get("verified") or {}
     return {
         "honest": honest,
+        "honest_verified": [shape["ratio"] for shape in course_timed.get("shapes", [])],
+        "hog_verified": (out["hog"].get("receipt") or {}).get("verified"),
         "hog_exit": out["hog"].get("exit_status"),
         "hog_failed": out["hog"].get("failed"),
     }

@@ -36,12 +36,27 @@ def rows(direct_ms: float, torch_ms: float = 0.2, roof_ms: float = 0.05) -> dict
     return {"schema": "i1-benchmark/1", "op": "strided_softmax", "device": "GPU", "rows": made}
 
 
-def run_benchmark(root, queue: Store, student: str, result: dict, gpu: str, **kw) -> str:
-    """A benchmark job of `student`, run by a stand-in worker on `gpu` and finished."""
+def timed(student_ms: float, reference_ms: float = 0.2, copy_ms: float = 0.05, **shape) -> dict:
+    """The course's verified timing of a job: two shapes, the student's kernel at
+    `student_ms`, `shape` (correct, reason) set on both."""
+    shapes = [
+        {"rows": r, "cols": c, "student_ms": student_ms, "reference_ms": reference_ms}
+        | {"copy_ms": copy_ms, "ratio": student_ms / reference_ms, "correct": True, "reason": ""}
+        | shape
+        for r, c in ((4096, 4096), (65536, 512))
+    ]
+    return {"device": None, "shapes": shapes, "error": ""}
+
+
+def run_benchmark(root, queue: Store, student: str, ms: float, gpu: str, **kw) -> str:
+    """A benchmark job of `student` whose kernel the course timed at `ms` (its own results
+    say `kw["claimed"]`, else the same), run by a stand-in worker on `gpu` and finished."""
     job = queue.submit(student, "benchmark", "strided_softmax", "s.ipynb", b"{}", {})
     assert queue.claim("stand-in").id == job.id
+    result = rows(kw.get("claimed", ms))
     facts = {"job": job.id, "student": student, "kind": "benchmark", "op": job.op}
-    signed = receipt.sign(root, {**facts, "gpu": {"name": gpu}}, result)
+    facts |= {"gpu": {"name": gpu}, "verified": timed(ms, **kw.get("shape", {}))}
+    signed = receipt.sign(root, facts, result)
     queue.finish(job.id, kw.get("shown", result), signed, kw.get("exit_status", 0))
     return job.id
 
@@ -50,18 +65,23 @@ def run_benchmark(root, queue: Store, student: str, result: dict, gpu: str, **kw
 def root(tmp_path_factory):
     """A course with a roster and a class's runs: alice twice on an H100 (her second the
     faster), bob once on an H100 and once on an H200, carol's runs unverifiable (an edited
-    result, a failed run), dave's a check, not a benchmark."""
+    result, a failed run), dave's a check, not a benchmark; eve's own results claim a
+    time her kernel never ran at (her code bent the clock in her process), frank's kernel
+    was fast and wrong."""
     made = course(tmp_path_factory.mktemp("board") / "course", tuple(ROSTER))
     with open_gradebook(f"sqlite:///{made / 'gradebook.db'}") as gradebook:
         for student, (first, last) in ROSTER.items():
             gradebook.add_student(student, first_name=first, last_name=last)
     queue = store(made)
-    run_benchmark(made, queue, "alice", rows(0.2), "NVIDIA H100")  # ratio 1
-    run_benchmark(made, queue, "alice", rows(0.1), "NVIDIA H100")  # ratio 2, half the roof
-    run_benchmark(made, queue, "bob", rows(0.4), "NVIDIA H100")  # ratio 0.5
-    run_benchmark(made, queue, "bob", rows(0.05), "NVIDIA H200")  # ratio 4
-    run_benchmark(made, queue, "carol", rows(0.4), "NVIDIA H100", shown=rows(0.01))
-    run_benchmark(made, queue, "carol", rows(0.01), "NVIDIA H100", exit_status=1)
+    run_benchmark(made, queue, "alice", 0.2, "NVIDIA H100")  # ratio 1
+    run_benchmark(made, queue, "alice", 0.1, "NVIDIA H100")  # ratio 2, half the roof
+    run_benchmark(made, queue, "bob", 0.4, "NVIDIA H100")  # ratio 0.5
+    run_benchmark(made, queue, "bob", 0.05, "NVIDIA H200")  # ratio 4
+    run_benchmark(made, queue, "carol", 0.4, "NVIDIA H100", shown=rows(0.01))
+    run_benchmark(made, queue, "carol", 0.01, "NVIDIA H100", exit_status=1)
+    run_benchmark(made, queue, "eve", 0.8, "NVIDIA H100", claimed=0.001)  # ratio 0.25
+    wrong = {"correct": False, "reason": "its outputs differ from the reference's"}
+    run_benchmark(made, queue, "frank", 0.01, "NVIDIA H100", shape=wrong)
     queue.submit("dave", "check", "strided_softmax", "s.ipynb", b"{}", {})
     queue.set_name("alice", "Kernel Queen")
     queue.close()
@@ -70,20 +90,24 @@ def root(tmp_path_factory):
 
 def test_the_board_holds_each_students_best_verified_run_by_gpu(root):
     """Does the board show each student's best run per GPU model, with its ratio to the
-    reference and share of the copy roof, and leave out a run whose receipt fails?"""
+    reference and share of the copy roof from the course's own timing (never the student's
+    results), and leave out a run whose receipt fails or whose outputs were wrong?"""
     queue = store(root)
     data = board.board(root, queue)
     queue.close()
     by_gpu = {group["gpu"]: group["entries"] for group in data["gpus"]}
     assert list(by_gpu) == ["NVIDIA H100", "NVIDIA H200"]
     h100 = by_gpu["NVIDIA H100"]
-    assert [e["name"] for e in h100] == ["Kernel Queen", board.anonymous_name(key(root), "bob")]
-    assert [e["rank"] for e in h100] == [1, 2]
+    names = ["Kernel Queen", *(board.anonymous_name(key(root), s) for s in ("bob", "eve"))]
+    assert [e["name"] for e in h100] == names
+    assert [e["rank"] for e in h100] == [1, 2, 3]
     assert h100[0]["ratio_to_reference"] == pytest.approx(2.0)
     assert h100[0]["share_of_copy_roof"] == pytest.approx(0.5)
     assert h100[1]["ratio_to_reference"] == pytest.approx(0.5)
+    assert h100[2]["ratio_to_reference"] == pytest.approx(0.25)  # not her claimed 200
     assert by_gpu["NVIDIA H200"][0]["ratio_to_reference"] == pytest.approx(4.0)
     assert "carol" not in json.dumps(data)  # her edited and her failed run count for nothing
+    assert "frank" not in json.dumps(data) and len(h100) == 3  # wrong outputs: no place
 
 
 def key(root) -> bytes:
@@ -149,7 +173,7 @@ def test_the_static_board_for_the_lms(root, tmp_path):
     out = tmp_path / "board.html"
     done = run_main(cli.main, ("board", "--out", str(out)), cwd=root)
     assert done.returncode == 0, done.stderr
-    assert "3 student result(s) on 2 GPU model(s)" in done.stdout
+    assert "4 student result(s) on 2 GPU model(s)" in done.stdout
     page = out.read_text()
     assert "Kernel Queen" in page
     assert "<script" not in page

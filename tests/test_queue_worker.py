@@ -21,11 +21,12 @@ from grader import autograde_workers, course
 from grader.gpu_lock import GPU_LOCK_ENV
 from grader.gradebook import gradebook_url
 from grader.isolation.cpu_share import descendants
-from grader.queue import receipt
+from grader.queue import board, receipt
 from grader.queue import worker as worker_module
 from grader.queue.runner import NO_GPU, JobFailed, options_argv, run_job, upload_name
 from grader.queue.slurm_job import JOBS, SlurmTarget
 from grader.queue.store import DONE, FAILED, RUNNING, Store
+from grader.queue.verified_timing import SHAPES
 from grader.queue.worker import Worker, gpu_lock_env
 from grader.seeding import course_secret, new_secret
 
@@ -240,7 +241,8 @@ def test_an_uploads_name_is_never_a_path():
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_benchmark_job_on_a_gpu_times_in_the_sandbox(course_root, store):
     """On a GPU: does a benchmark job of the reference write the results a local run writes
-    (its rows checked), with the GPU, the copy roof and PyTorch's softmax in its receipt?"""
+    (its rows checked), with the GPU, the copy roof, PyTorch's softmax and the course's own
+    timing of both shapes, every output right, in its receipt?"""
     options = {"shapes": "2048x2048", "modes": "warm", "reps": 10}
     job = submit(store, "benchmark", REFERENCE, **options)
     started = time.monotonic()
@@ -255,8 +257,39 @@ def test_benchmark_job_on_a_gpu_times_in_the_sandbox(course_root, store):
     facts = done.receipt
     assert facts["gpu"]["name"] and facts["copy_roof"]["variant"] == "roof"
     assert facts["reference"]["variant"] == "torch_softmax"
+    verified = facts["verified"]
+    assert verified["error"] == "" and verified["device"], verified
+    assert [(s["rows"], s["cols"]) for s in verified["shapes"]] == list(SHAPES)
+    assert all(s["correct"] and not s["reason"] for s in verified["shapes"]), verified
     receipt.verify(course_root, done.result, done.receipt)
     print(f"\nbenchmark job on {facts['gpu']['name']}: {took:.1f} s, phases {facts['phases']}")
+    print(f"verified: {[(s['rows'], s['cols'], round(s['ratio'], 3)) for s in verified['shapes']]}")
+
+
+BENDS_THE_CLOCK = (
+    REFERENCE
+    + b"""
+import torch
+torch.cuda.Event.elapsed_time = lambda self, end: 1e-4  # every timed call "took" 0.1 us
+"""
+)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_a_job_that_bends_its_own_clock_does_not_bend_the_board(course_root, store):
+    """On a GPU: an upload that rewrites the CUDA events' clock in its own process makes its
+    results say what it likes; does the course's timing, the only one the board reads,
+    still find the reference's own speed (a ratio near 1)?"""
+    job = submit(store, "benchmark", BENDS_THE_CLOCK, shapes="2048x2048", modes="warm", reps=10)
+    assert worker(course_root, store).once()
+    done = store.outcome(job.id)
+    assert done is not None, store.status(job.id)
+    claimed = [r["median_ms"] for r in done.result.get("rows", []) if r["variant"] == "direct"]
+    assert not claimed or min(claimed) < 0.001, claimed  # the bent clock, in its own results
+    verified = done.receipt["verified"]
+    assert all(0.8 < s["ratio"] < 1.25 and s["correct"] for s in verified["shapes"]), verified
+    assert 0.8 < board.figures(verified)["ratio_to_reference"] < 1.25
 
 
 def test_run_job_refuses_an_unknown_kind(course_root):

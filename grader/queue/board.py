@@ -3,14 +3,14 @@
     python -m grader.queue board --course DIR --out board.html [--instructor]
 
 A job counts when it finished with exit status 0 and its receipt verifies under the course's
-key for that job and student (`grader.queue.receipt`). Its two figures are geometric means
-over the run's cells (shape, layout, mode), each cell taking the student's fastest checked
-`direct` row over num_warps:
-- ratio to the reference: the reference's time / the student's (above 1: faster), the
-  reference being PyTorch's softmax (or its backward) timed in the same run, the rows the
-  receipt's `reference` fact repeats;
-- share of the copy roof: the run's `roof` row's time / the student's (1: as fast as a plain
-  copy of the same bytes), the rows of the receipt's `copy_roof` fact.
+key for that job and student (`grader.queue.receipt`). Its two figures come from the
+receipt's "verified" fact alone, the course's own timing of the upload
+(`grader.queue.verified_timing`), never from the results the student's process wrote: they
+are geometric means over the shapes timed with every output right and nothing refused:
+- ratio to the reference: the course's reference's time / the student's (above 1: faster),
+  the reference the timing cell grades against;
+- share of the copy roof: a plain device copy of the same bytes' time / the student's (1: as
+  fast as the copy).
 A student's best is the highest ratio per GPU model. Students appear under the name they chose
 (PUT /api/name) or an anonymous one, `student-` and 6 hex digits of an HMAC of their id under a
 course key: stable, and nobody without the course secret can tell whose it is. The instructor's
@@ -34,8 +34,6 @@ NAME_KEY = b"i1-queue-name/1"
 ANONYMOUS = "student-"
 NAME = re.compile(r"\w[\w .'-]{1,31}")
 """A board name: 2 to 32 letters, digits, spaces and . ' - _, starting with a letter or digit."""
-REFERENCE_VARIANTS = ("torch_softmax", "torch")
-"""The variants of a benchmark run that are the reference (the forward's, the backward's)."""
 
 
 def anonymous_name(key: bytes, student: str) -> str:
@@ -55,34 +53,27 @@ def name_problem(name: str, student: str, taken: dict[str, str]) -> str | None:
     return None
 
 
-def figures(result: dict) -> dict | None:
-    """The job's ratio to the reference and share of the copy roof; None when its result
-    holds no cell timed for both the student's kernel and the reference."""
-    rows = result.get("rows") if isinstance(result, dict) else None
-    if not isinstance(rows, list):
-        return None
-    mine = _fastest(rows, ("direct",))
-    reference = _fastest(rows, REFERENCE_VARIANTS)
-    roof = _fastest(rows, ("roof",))
-    ratio = _geomean([reference[c] / mine[c] for c in mine if c in reference])
+def figures(verified: object) -> dict | None:
+    """The job's ratio to the reference and share of the copy roof, from the course's timing
+    (the receipt's "verified" fact); None when it timed no shape right."""
+    shapes = verified.get("shapes") if isinstance(verified, dict) else None
+    good = [
+        shape
+        for shape in (shapes if isinstance(shapes, list) else [])
+        if isinstance(shape, dict)
+        and shape.get("correct") is True
+        and not shape.get("reason")
+        and _positive(shape, "student_ms", "reference_ms")
+    ]
+    ratio = _geomean([s["reference_ms"] / s["student_ms"] for s in good])
     if ratio is None:
         return None
-    share = _geomean([roof[c] / mine[c] for c in mine if c in roof])
+    share = _geomean([s["copy_ms"] / s["student_ms"] for s in good if _positive(s, "copy_ms")])
     return {"ratio_to_reference": ratio, "share_of_copy_roof": share}
 
 
-def _fastest(rows: list, variants: tuple[str, ...]) -> dict[tuple, float]:
-    """The fastest checked median_ms of `variants` per cell (rows, cols, layout, mode)."""
-    best: dict[tuple, float] = {}
-    for row in rows:
-        if not isinstance(row, dict) or row.get("variant") not in variants:
-            continue
-        ms = row.get("median_ms")
-        if not row.get("checked") or not isinstance(ms, int | float) or not ms > 0:
-            continue
-        cell = (row.get("rows"), row.get("cols"), row.get("layout"), row.get("mode"))
-        best[cell] = min(ms, best.get(cell, math.inf))
-    return best
+def _positive(shape: dict, *keys: str) -> bool:
+    return all(isinstance(shape.get(k), int | float) and shape[k] > 0 for k in keys)
 
 
 def _geomean(values: list[float]) -> float | None:
@@ -111,10 +102,11 @@ def board(course_root: Path, store: Store, roster: dict[str, str] | None = None)
     for outcome in store.outcomes("benchmark"):
         if not verified(course_root, outcome):
             continue
-        found = figures(outcome.result)
+        found = figures(outcome.receipt.get("verified"))
         if found is None:
             continue
-        gpu = (outcome.receipt.get("gpu") or {}).get("name") or outcome.result.get("device")
+        sampled = (outcome.receipt.get("gpu") or {}).get("name")
+        gpu = outcome.receipt["verified"].get("device") or sampled
         mark = (gpu or "unknown GPU", outcome.job.student)
         if mark not in best or found["ratio_to_reference"] > best[mark]["ratio_to_reference"]:
             finished = datetime.fromtimestamp(outcome.finished, UTC).isoformat(timespec="seconds")
@@ -157,10 +149,11 @@ def render(data: dict) -> str:
         "<title>Class board</title>",
         f"<style>{STYLE}</style></head><body>",
         "<h1>Class board: best verified results</h1>",
-        "<p>Each student's best benchmark run through the class queue whose receipt the course "
-        "verified. × reference: PyTorch's softmax's time over yours, timed in the same job "
-        "(above 1 is faster). Share of copy roof: a plain copy's time over yours (1 is as fast "
-        f"as copying the bytes). Generated {html.escape(data['generated'])}.</p>",
+        "<p>Each student's best benchmark job through the class queue, as the course timed it "
+        "(the grader's timing, on the workshop's two shapes, every output checked) and signed. "
+        "× reference: the course's reference kernel's time over yours (above 1 is faster). "
+        "Share of copy roof: a plain copy of the same bytes' time over yours (1 is as fast as "
+        f"copying them). Generated {html.escape(data['generated'])}.</p>",
     ]
     if not data["gpus"]:
         parts.append("<p>No verified result yet.</p>")

@@ -16,18 +16,22 @@ run locally, as a subprocess under the job's time bound:
   the scratch folder as /work, no course folder, the grader's environment cleared, cgroup
   limits), and OUT is read back from the scratch folder without following a link. It holds
   the GPU lock (`grader.gpu_lock`) exclusively while it runs: one job on a GPU at a time,
-  and none beside a grading's timing. On a machine without CUDA it answers exit status 2,
-  "this worker has no GPU", and times nothing.
+  and none beside a grading's timing. Then, still under the lock, the course times the
+  upload itself for the board (`grader.queue.verified_timing`: grading's timing servers,
+  the forward softmax only). On a machine without CUDA it answers exit status 2, "this
+  worker has no GPU", and times nothing.
 
 Decided here (the spec is silent): a check's result is the `--json` object plus "stdout" and
 "stderr" (the text printed); a benchmark's is the results file's JSON exactly (so the
 receipt's hash covers the file the student keeps), or, when the command wrote none,
 {"error": its last line, "stdout": its output}. What the receipt's "reference" and
 "copy_roof" hold are the rows the benchmark timed in this job: PyTorch's softmax on the same
-views (`torch_softmax`; `torch` for the backward) and the plain device copy (`roof`). The
-timings come from the process that also ran the student's code, as a local run's do: the
-receipt shows where and when they were taken and that they were not edited since, while
-grading's timing (two servers, the student's stopped between calls) stays the graded one.
+views (`torch_softmax`; `torch` for the backward) and the plain device copy (`roof`). Those
+timings come from the process that also ran the student's code, as a local run's do, so the
+student's code could have bent them: the receipt shows where and when they were taken and
+that they were not edited since, no more. Its "verified" fact is the course's own timing,
+which the student's code cannot reach (the board reads only that), and grading's timing stays
+the graded one.
 A job past its bound has every process it started killed and fails with JobFailed.
 """
 
@@ -53,6 +57,8 @@ from grader.isolation.cpu_share import signal_tree
 from grader.isolation.sandbox import SandboxUnavailable, cuda_available, run_sandboxed
 from grader.isolation.scratch import scratch
 from grader.queue.gpu_facts import Sampler
+from grader.queue.verified_timing import OP as VERIFIED_OP
+from grader.queue.verified_timing import verified_timing
 
 JOB_TIME_S = 600.0
 """The default bound on one job's run (`serve --job-time`)."""
@@ -115,11 +121,12 @@ def run_job(
     on_phase(phase)
     began = time.monotonic()
     if job.kind == CHECK:
-        gpu, result, status = None, *run_check(job, name, time_limit_s)
+        gpu, verified, (result, status) = None, None, run_check(job, name, time_limit_s)
     elif not cuda_available():
-        gpu, result, status = None, {"error": NO_GPU, "stdout": f"benchmark: {NO_GPU}"}, 2
+        gpu, verified = None, None
+        result, status = {"error": NO_GPU, "stdout": f"benchmark: {NO_GPU}"}, 2
     else:
-        gpu, result, status = run_benchmark(job, name, time_limit_s)
+        gpu, verified, result, status = run_benchmark(job, name, time_limit_s)
     phases = {"queued": queued_s(job), phase: round(time.monotonic() - began, 3)}
     facts = {
         "job": job.id,
@@ -128,6 +135,7 @@ def run_job(
         "kind": job.kind,
         "gpu": gpu,
         **timed_rows(result if job.kind == BENCHMARK and status == 0 else None),
+        "verified": verified,
         "draw_sha256": hashlib.sha256(job.content).hexdigest(),
         "phases": phases,
         "worker": socket.gethostname(),
@@ -174,28 +182,32 @@ def run_check(job, name: str, time_limit_s: float) -> tuple[dict, int]:
     return {**result, "stdout": out, "stderr": err}, status
 
 
-def run_benchmark(job, name: str, time_limit_s: float) -> tuple[dict | None, dict, int]:
-    """The GPU's facts, the benchmark's result and its exit status: the command run in
-    grading's sandbox, under the GPU lock."""
+def run_benchmark(
+    job, name: str, time_limit_s: float
+) -> tuple[dict | None, dict | None, dict, int]:
+    """The GPU's facts, the course's verified timing (forward jobs; else None), the
+    benchmark's result and its exit status: the command run in grading's sandbox, then the
+    course's timing of the upload (`grader.queue.verified_timing`), under the GPU lock."""
     extra = options_argv(job.options, BENCHMARK_OPTIONS)
     argv = [sys.executable, "-m", "learning.workshops.benchmark", "--op", job.op]
     argv += ["--impl", f"/work/{name}", "--output", "/work/results.json", *extra]
-    with scratch(prefix="i1-queue-") as work, gpu_lock():
+    with scratch(prefix="i1-queue-") as work, gpu_lock(), Sampler() as sampler:
         (work / name).write_bytes(job.content)
         (work / name).chmod(0o644)
         try:
-            with Sampler() as sampler:
-                run = run_sandboxed(argv, work=work, timeout_s=time_limit_s, gpu=True)
+            run = run_sandboxed(argv, work=work, timeout_s=time_limit_s, gpu=True)
         except SandboxUnavailable as exc:
             raise JobFailed(f"no sandbox on this worker: {exc}") from None
         if run.timed_out:
             raise JobFailed(past(time_limit_s))
         output = run.output.decode(errors="replace")
         written = read_back(work / "results.json") if run.returncode == 0 else None
+        verified = verified_timing(job.content, name, job.id) if job.op == VERIFIED_OP else None
     if written is None:
         lines = output.strip().splitlines() or [f"exit status {run.returncode}"]
-        return sampler.facts, {"error": lines[-1], "stdout": output}, run.returncode or 1
-    return sampler.facts, written, 0
+        failed = {"error": lines[-1], "stdout": output}
+        return sampler.facts, verified, failed, run.returncode or 1
+    return sampler.facts, verified, written, 0
 
 
 def read_back(path: Path) -> dict | None:
